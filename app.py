@@ -1,0 +1,274 @@
+"""The HTTP API: create_app() builds the Bottle application; the URL map is in _routes()."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import traceback
+import uuid
+
+import bottle
+
+import auth
+import calculations
+import customers
+import jsoncodec
+import migrations
+import models
+import schemas
+from config import Config
+from errors import ApiError, InvalidRequest, NotFound
+from limits import RateLimiter
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_IDEMPOTENCY_KEY = 200
+UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+JSON_TYPE = "application/json"
+SECURITY_HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"))
+
+access_log = logging.getLogger("emissions.access")
+error_log = logging.getLogger("emissions.error")
+
+
+class Reply:
+    """A handler's answer: status, a JSON body (text or data) and extra headers."""
+
+    __slots__ = ("status", "body", "headers")
+
+    def __init__(self, body, status: int = 200, headers: dict | None = None):
+        self.status = status
+        self.body = body if isinstance(body, str) else jsoncodec.dumps(body)
+        self.headers = headers or {}
+
+
+class Service(bottle.Bottle):
+    """The Bottle app plus what every request shares: config, key store, rate limiter."""
+
+    def __init__(self, config: Config, keys: auth.KeyStore, limiter: RateLimiter):
+        super().__init__(catchall=True)
+        self.config["json.enable"] = False
+        self.settings = config
+        self.keys = keys
+        self.limiter = limiter
+
+    def wsgi(self, environ, start_response):
+        """Give the request its id, and log one JSON line when it is answered."""
+        request_id = str(uuid.uuid4())
+        environ["emissions.request_id"] = request_id
+        started = time.perf_counter()
+        status_holder = []
+
+        def recording_start_response(status, headers, exc_info=None):
+            status_holder.append(status)
+            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
+        result = super().wsgi(environ, recording_start_response)
+        if self.settings.log_requests:
+            access_log.info(json.dumps({
+                "request_id": request_id,
+                "method": environ.get("REQUEST_METHOD"),
+                "path": environ.get("PATH_INFO"),
+                "status": int(status_holder[0][:3]) if status_holder else None,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                "key_id": environ.get("emissions.key_id"),
+            }))
+        return result
+
+
+def _request_id() -> str:
+    return bottle.request.environ.get("emissions.request_id") or str(uuid.uuid4())
+
+
+def _finish(status: int, body: str, headers: dict | None = None) -> str:
+    """Set status and the headers every response carries; return the body."""
+    response = bottle.response
+    response.status = status
+    response.content_type = JSON_TYPE
+    response.set_header("X-Request-Id", _request_id())
+    for name, value in SECURITY_HEADERS:
+        response.set_header(name, value)
+    for name, value in (headers or {}).items():
+        response.set_header(name, value)
+    return body
+
+
+def _error(error: ApiError) -> str:
+    return _finish(error.status, jsoncodec.dumps(error.body(_request_id())), error.headers)
+
+
+class ApiPlugin:
+    """Authentication, scopes, rate limit and the error envelope for every route."""
+
+    name = "emissions-api"
+    api = 2
+
+    def __init__(self, service: Service):
+        self.service = service
+
+    def apply(self, callback, route):
+        # Bottle flattens route config, so the two scope lists are flat keys.
+        all_of = route.config.get("scopes_all")
+        any_of = route.config.get("scopes_any")
+        authenticated = all_of is not None or any_of is not None
+        service = self.service
+
+        def wrapper(*args, **kwargs):
+            try:
+                if authenticated:
+                    principal = auth.authenticate(service.keys, bottle.request.get_header("Authorization"))
+                    bottle.request.environ["emissions.key_id"] = principal.key_id
+                    auth.require_scopes(principal, any_of=any_of or (), all_of=all_of or ())
+                    service.limiter.check(principal.key_id)
+                    kwargs["principal"] = principal
+                reply = callback(*args, **kwargs)
+            except ApiError as error:
+                return _error(error)
+            except Exception:  # anything unexpected: logged with its trace, never shown to the client
+                error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
+                return _error(ApiError("An unexpected error occurred; quote the request_id to support."))
+            return _finish(reply.status, reply.body, reply.headers)
+
+        return wrapper
+
+
+# --- request helpers -------------------------------------------------------------------------
+
+def read_json_body() -> dict:
+    """The request body as a JSON object, enforcing content type and the 64 KiB limit."""
+    request = bottle.request
+    length = request.content_length
+    if length > MAX_BODY_BYTES:
+        raise InvalidRequest("The request body is larger than 64 KiB.", status=413)
+    media_type = (request.content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != JSON_TYPE:
+        raise InvalidRequest("Content-Type must be application/json.")
+    stream = request.environ["wsgi.input"]
+    raw = stream.read(length) if length >= 0 else stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidRequest("The request body is larger than 64 KiB.", status=413)
+    try:
+        body = jsoncodec.loads(raw)
+    except (jsoncodec.InvalidJson, UnicodeDecodeError):
+        raise InvalidRequest("The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return body
+
+
+def idempotency_key() -> str:
+    key = bottle.request.get_header("Idempotency-Key")
+    if key is None or not key.strip():
+        raise InvalidRequest("The Idempotency-Key header is required on POST.", code="IDEMPOTENCY_KEY_REQUIRED")
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        raise InvalidRequest("The Idempotency-Key header must be at most 200 characters.")
+    return key
+
+
+def validate(component: str, body: dict) -> dict:
+    details = schemas.validation_details(component, body)
+    if details:
+        raise InvalidRequest("The request body is invalid: " + "; ".join(
+            f"{d['field']} {d['message']}" for d in details[:5]) + ".", status=422, details=details)
+    return body
+
+
+def customer_or_404(principal: auth.Principal, reference: str) -> models.Customer:
+    if len(reference) > 120 or not schemas.path_parameter_pattern("customerReference").match(reference):
+        raise NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
+    customer = customers.find(principal.organization_id, principal.environment, reference)
+    if customer is None:
+        raise NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
+    return customer
+
+
+# --- handlers --------------------------------------------------------------------------------
+
+def calculate_logistics(principal: auth.Principal) -> Reply:
+    service: Service = bottle.request.app
+    body = read_json_body()
+    key = idempotency_key()
+    outcome = calculations.calculate(
+        principal.organization_id, principal.environment, validate("LogisticsRequest", body), key,
+        _request_id(), service.settings.test_capacity)
+    return Reply(outcome.body, 200 if outcome.replayed else 201,
+                 {"Idempotent-Replayed": "true" if outcome.replayed else "false"})
+
+
+def get_calculation(principal: auth.Principal, calculation_id: str) -> Reply:
+    if not UUID_PATTERN.match(calculation_id):
+        raise NotFound("No calculation with this id exists.")
+    return Reply(calculations.get(principal.organization_id, principal.environment, calculation_id))
+
+
+def get_customer(principal: auth.Principal, reference: str) -> Reply:
+    return Reply(customer_or_404(principal, reference).to_dict())
+
+
+def get_customer_emissions(principal: auth.Principal, reference: str) -> Reply:
+    customer = customer_or_404(principal, reference)
+    return Reply(customer.to_dict(analytics=customers.analytics(customer)))
+
+
+def get_openapi() -> Reply:
+    return Reply(schemas.openapi_bytes().decode())
+
+
+def healthz() -> Reply:
+    try:
+        models.db.execute_sql("SELECT 1").fetchone()
+    except Exception:
+        error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
+        return Reply({"status": "unavailable", "database": "unreachable"}, 503)
+    return Reply({"status": "ok", "database": "ok"})
+
+
+def _routes(app: Service) -> None:
+    """The URL map. scopes_all / scopes_any mark an authenticated API route and name what it needs."""
+    app.route("/v1/emissions/logistics", "POST", calculate_logistics,
+              scopes_all=("emissions:calculate",))
+    app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
+              scopes_any=("emissions:read", "emissions:calculate"))
+    app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
+              scopes_all=("customers:read", "customer-analytics:read"))
+    app.route("/v1/customers/<reference:path>", "GET", get_customer,
+              scopes_all=("customers:read",))
+    app.route("/v1/openapi.json", "GET", get_openapi)
+    app.route("/healthz", "GET", healthz)
+
+
+def _error_handlers(app: Service) -> None:
+    """Bottle's own errors (unknown route, wrong method, crashes) in the same envelope."""
+
+    def handle(error: bottle.HTTPError) -> str:
+        status = error.status_code
+        if status == 405:
+            api_error = InvalidRequest("This method is not allowed on this path.", status=405)
+        elif status == 404:
+            api_error = NotFound("No such route.")
+        elif status == 413:
+            api_error = InvalidRequest("The request body is larger than 64 KiB.", status=413)
+        elif status < 500:
+            api_error = InvalidRequest("The request could not be understood.", status=status)
+        else:
+            if error.traceback:
+                error_log.error(json.dumps({"request_id": _request_id(), "traceback": error.traceback}))
+            api_error = ApiError("An unexpected error occurred; quote the request_id to support.")
+        return _error(api_error)
+
+    for status in (400, 404, 405, 413, 500):
+        app.error(status)(handle)
+
+
+def create_app(config: Config | None = None) -> Service:
+    """Build the application: bind the database, apply migrations, wire routes and plugins."""
+    config = config or Config.from_env()
+    database = models.bind(config.database_url)
+    migrations.run(database)
+    secret = auth.instance_secret(config.secret_key)
+    app = Service(config, auth.KeyStore(secret, config.key_cache_seconds),
+                  RateLimiter(config.rate_limit_per_second, config.rate_limit_burst))
+    app.install(ApiPlugin(app))
+    _routes(app)
+    _error_handlers(app)
+    return app

@@ -1,0 +1,338 @@
+"""The operator CLI `emissions`: a stable interface for scripts (every command takes --json)."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import secrets
+import signal
+import sys
+
+import peewee as pw
+
+import auth
+import factors
+import migrations
+import models
+from config import Config, ConfigError
+from models import Customer, Organization, SCOPES
+
+
+class CommandError(Exception):
+    """A command that cannot be carried out; its message is the one line printed on stderr."""
+
+
+def emit(args, data: dict, text: str | None = None) -> None:
+    """One JSON object with --json, else a readable line or block."""
+    if args.json:
+        print(json.dumps(data, default=str))
+    else:
+        print(text if text is not None else "\n".join(f"{key}: {value}" for key, value in data.items()))
+
+
+def parse_date(raw: str | None) -> dt.date | None:
+    if raw is None:
+        return None
+    try:
+        return dt.date.fromisoformat(raw)
+    except ValueError:
+        raise CommandError(f"not a date (YYYY-MM-DD): {raw}") from None
+
+
+def parse_timestamp(raw: str | None) -> dt.datetime | None:
+    if raw is None:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise CommandError(f"not an ISO 8601 timestamp: {raw}") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def capacity(raw: str) -> int | None:
+    if raw.lower() == "none":
+        return None
+    if not raw.isdigit():
+        raise CommandError(f"capacity must be a whole number or 'none', got {raw}")
+    return int(raw)
+
+
+def organization(slug: str) -> Organization:
+    org = Organization.get_or_none(Organization.slug == slug)
+    if org is None:
+        raise CommandError(f"no organization with slug {slug}")
+    return org
+
+
+def slugify(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48] or "org"
+    candidate, number = slug, 2
+    while Organization.select().where(Organization.slug == candidate).exists():
+        candidate, number = f"{slug}-{number}", number + 1
+    return candidate
+
+
+def customer_dict(customer: Customer) -> dict:
+    return {**customer.to_dict(), "environment": customer.environment,
+            "organization": customer.organization.slug}
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+def cmd_migrate(args, config):
+    emit(args, {"applied": args.applied}, "applied: " + (", ".join(args.applied) or "nothing, up to date"))
+
+
+def cmd_org_create(args, config):
+    slug = args.slug or slugify(args.name)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug):
+        raise CommandError("slug must be lowercase letters, digits and dashes")
+    try:
+        org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
+                                  live_capacity=args.live_capacity)
+    except pw.IntegrityError:
+        raise CommandError(f"an organization with slug {slug} already exists") from None
+    emit(args, org.to_dict())
+
+
+def cmd_org_update(args, config):
+    org = organization(args.slug)
+    if args.status:
+        org.status = args.status
+    if args.entitled is not None:
+        org.entitled = args.entitled
+    if args.live_capacity is not None:
+        org.live_capacity = capacity(args.live_capacity)
+    if args.test_capacity is not None:
+        org.test_capacity = capacity(args.test_capacity)
+    org.save()
+    emit(args, org.to_dict())
+
+
+def cmd_org_list(args, config):
+    orgs = [org.to_dict() for org in Organization.select().order_by(Organization.slug)]
+    emit(args, {"organizations": orgs}, "\n".join(
+        f"{o['slug']}\t{o['status']}\tentitled={o['entitled']}\t{o['name']}" for o in orgs) or "no organizations")
+
+
+def cmd_key_create(args, config):
+    org = organization(args.org)
+    scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
+    try:
+        key, plain = auth.create_key(org, args.env, scopes, auth.instance_secret(config.secret_key),
+                                     name=args.name or "", expires_at=parse_timestamp(args.expires_at))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    emit(args, {"id": key.id, "key": plain, "environment": key.environment, "scopes": sorted(key.scope_set)},
+         f"{plain}\n(key id {key.id}; shown once: store it in a secret manager)")
+
+
+def cmd_key_revoke(args, config):
+    key = models.ApiKey.get_or_none(models.ApiKey.id == args.key_id)
+    if key is None:
+        raise CommandError(f"no API key with id {args.key_id}")
+    if key.revoked_at is None:
+        key.revoked_at = models.utcnow()
+        key.save()
+    emit(args, {"id": key.id, "revoked": True}, f"revoked {key.id}")
+
+
+def cmd_key_list(args, config):
+    org = organization(args.org)
+    keys = [key.to_dict() for key in org.api_keys.order_by(models.ApiKey.created_at)]
+    emit(args, {"keys": keys}, "\n".join(
+        f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
+        f"{'revoked' if k['revoked'] else 'active'}" for k in keys) or "no keys")
+
+
+def cmd_customer_create(args, config):
+    org = organization(args.org)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", args.reference) or len(args.reference) > 120:
+        raise CommandError("reference must match ^[A-Za-z0-9][A-Za-z0-9._:/-]*$ and be at most 120 characters")
+    if args.country and not re.fullmatch(r"[A-Za-z]{2}", args.country):
+        raise CommandError("country must be a two-letter code")
+    try:
+        customer = Customer.create(organization=org, environment=args.env, reference=args.reference,
+                                   name=args.name, status=args.status,
+                                   country_code=args.country.upper() if args.country else None)
+    except pw.IntegrityError:
+        raise CommandError(f"customer {args.reference} already exists in {args.org} ({args.env})") from None
+    emit(args, customer_dict(customer))
+
+
+def cmd_factor_create(args, config):
+    org = organization(args.org) if args.org else None
+    try:
+        factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
+                                region=args.region, valid_from=parse_date(args.valid_from),
+                                valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
+    except factors.FactorError as exc:
+        raise CommandError(str(exc)) from None
+    emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
+
+
+def cmd_factor_activate(args, config):
+    try:
+        emit(args, factors.activate(args.reference, args.version).to_dict())
+    except factors.FactorError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def cmd_factor_retire(args, config):
+    try:
+        emit(args, factors.retire(args.reference).to_dict())
+    except factors.FactorError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def cmd_factor_list(args, config):
+    rows = [factor.to_dict() for factor in models.Factor.select().order_by(models.Factor.reference,
+                                                                           models.Factor.version)]
+    emit(args, {"factors": rows}, "\n".join(
+        f"{f['reference']}\tv{f['version']}\t{f['status']}\t{f['mode']}\t{f['value']}" for f in rows)
+        or "no factors")
+
+
+def cmd_serve(args, config):
+    import server
+
+    server.serve(config, host=args.host, port=args.port)
+
+
+def cmd_quickstart(args, config):
+    """Seed a sandbox (organization, factor library, demo customer, a test key) and serve."""
+    import server
+
+    org = Organization.get_or_none(Organization.slug == "sandbox") or Organization.create(
+        slug="sandbox", name="Sandbox")
+    factors.load_library()
+    if not Customer.select().where((Customer.organization == org) & (Customer.environment == "test")
+                                   & (Customer.reference == "demo-customer")).exists():
+        Customer.create(organization=org, environment="test", reference="demo-customer",
+                        name="Demo Customer Ltd", country_code="GB")
+    _, plain = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(config.secret_key),
+                               name="quickstart")
+    host_for_curl = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    body = json.dumps({
+        "customer_reference": "demo-customer", "external_reference": "shipment-0001", "mode": "ROAD",
+        "origin": {"code": "GBLON", "label": "London", "country": "GB"},
+        "destination": {"code": "GBMNC", "label": "Manchester", "country": "GB"},
+        "cargo": {"value": 12.5, "unit": "tonne"}, "distance": {"value": 320, "unit": "km"},
+        "activity_date": dt.date.today().isoformat(),
+        "factor_reference": "desnz-2025-road-hgv-diesel-average-laden"}, separators=(",", ":"))
+    print(f"""
+Sandbox organization: sandbox (test environment), demo customer: demo-customer
+Test API key (shown once): {plain}
+
+Try it from another terminal:
+
+curl -sS -X POST http://{host_for_curl}:{args.port}/v1/emissions/logistics \\
+  -H 'Authorization: Bearer {plain}' \\
+  -H 'Content-Type: application/json' \\
+  -H 'Idempotency-Key: quickstart-{secrets.token_hex(6)}' \\
+  -d '{body}'
+""", flush=True)
+    server.serve(config, host=args.host, port=args.port)
+
+
+# --- the parser ------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser = argparse.ArgumentParser(prog="emissions", description="Operate the emissions calculation service.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def group(name, help_text):
+        sub = commands.add_parser(name, help=help_text)
+        return sub.add_subparsers(dest="action", required=True)
+
+    def command(where, name, handler, help_text):
+        sub = where.add_parser(name, parents=[common], help=help_text)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    command(commands, "migrate", cmd_migrate, "apply database migrations")
+    for name, handler, help_text in (("serve", cmd_serve, "serve the API, workspace and webhook scheduler"),
+                                     ("quickstart", cmd_quickstart, "seed a sandbox, print a test key, serve")):
+        sub = command(commands, name, handler, help_text)
+        sub.add_argument("--host", default="127.0.0.1")
+        sub.add_argument("--port", type=int, default=8000)
+
+    orgs = group("org", "organizations")
+    sub = command(orgs, "create", cmd_org_create, "create an organization")
+    sub.add_argument("--name", required=True)
+    sub.add_argument("--slug")
+    sub.add_argument("--not-entitled", action="store_true")
+    sub.add_argument("--live-capacity", type=int)
+    sub = command(orgs, "update", cmd_org_update, "change an organization")
+    sub.add_argument("slug")
+    sub.add_argument("--status", choices=["active", "suspended"])
+    sub.add_argument("--entitled", dest="entitled", action="store_true", default=None)
+    sub.add_argument("--not-entitled", dest="entitled", action="store_false")
+    sub.add_argument("--live-capacity", help="a whole number, or none for unlimited")
+    sub.add_argument("--test-capacity", help="a whole number, or none for the sandbox default")
+    command(orgs, "list", cmd_org_list, "list organizations")
+
+    keys = group("key", "API keys")
+    sub = command(keys, "create", cmd_key_create, "create an API key (shown once)")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", required=True, choices=["test", "live"])
+    sub.add_argument("--scopes", required=True, help="comma-separated: " + ",".join(SCOPES))
+    sub.add_argument("--expires-at")
+    sub.add_argument("--name")
+    sub = command(keys, "revoke", cmd_key_revoke, "revoke an API key")
+    sub.add_argument("key_id")
+    sub = command(keys, "list", cmd_key_list, "list an organization's keys")
+    sub.add_argument("--org", required=True)
+
+    custs = group("customer", "customers")
+    sub = command(custs, "create", cmd_customer_create, "create a customer")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", required=True, choices=["test", "live"])
+    sub.add_argument("--reference", required=True)
+    sub.add_argument("--name", required=True)
+    sub.add_argument("--country")
+    sub.add_argument("--status", default="active", choices=["active", "suspended", "archived"])
+
+    facts = group("factor", "governed emission factors")
+    sub = command(facts, "create", cmd_factor_create, "create a factor version")
+    sub.add_argument("--reference", required=True)
+    sub.add_argument("--mode", required=True, choices=list(models.MODES))
+    sub.add_argument("--value", required=True, help="kgCO2e per tonne-km, well-to-wheel")
+    sub.add_argument("--name", required=True)
+    sub.add_argument("--source", required=True)
+    sub.add_argument("--region")
+    sub.add_argument("--valid-from")
+    sub.add_argument("--valid-to")
+    sub.add_argument("--org", help="private to this organization; without it the factor is global")
+    sub.add_argument("--draft", action="store_true", help="create without activating")
+    sub = command(facts, "activate", cmd_factor_activate, "activate a version")
+    sub.add_argument("reference")
+    sub.add_argument("--version", type=int, required=True)
+    sub = command(facts, "retire", cmd_factor_retire, "retire the active version")
+    sub.add_argument("reference")
+    command(facts, "list", cmd_factor_list, "list factors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `emissions` console command."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = Config.from_env()
+        database = models.bind(config.database_url)
+        args.applied = migrations.run(database)
+        args.handler(args, config)
+    except (CommandError, ConfigError) as exc:
+        print(f"emissions: {exc}", file=sys.stderr)
+        return 1
+    except pw.OperationalError as exc:
+        print(f"emissions: database error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

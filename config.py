@@ -1,0 +1,114 @@
+"""Configuration from environment variables, read through small typed readers."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
+DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value the service cannot use."""
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    """A string variable; empty counts as unset."""
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    """An integer variable, at least `minimum`."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, minimum: float = 0.0) -> float:
+    """A decimal variable, at least `minimum`."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not value >= minimum or value == float("inf"):
+        raise ConfigError(f"{name} must be a finite number of at least {minimum}, got {raw}")
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """A yes/no variable: 1/0, true/false, yes/no, on/off."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def env_schedule(name: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """A comma-separated list of whole seconds, e.g. '5,300,1800'."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        values = tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        raise ConfigError(f"{name} must be comma-separated whole seconds, got {raw!r}") from None
+    if any(value < 0 for value in values):
+        raise ConfigError(f"{name} must not hold negative seconds, got {raw!r}")
+    return values
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the service reads from its environment, with the documented defaults."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    secret_key: str | None = None
+    key_cache_seconds: float = 1.0
+    rate_limit_per_second: float = 100.0
+    rate_limit_burst: int = 200
+    test_capacity: int = 10_000
+    webhook_poll_seconds: float = 1.0
+    webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
+    webhook_timeout_seconds: float = 10.0
+    webhook_allow_private_live: bool = False
+    threads: int = 8
+    log_requests: bool = True
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> "Config":
+        """Read every variable; a bad value raises ConfigError naming it."""
+        return cls(
+            database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
+            secret_key=env_str("SECRET_KEY"),
+            key_cache_seconds=env_float("KEY_CACHE_SECONDS", 1.0),
+            rate_limit_per_second=env_float("RATE_LIMIT_PER_SECOND", 100.0),
+            rate_limit_burst=env_int("RATE_LIMIT_BURST", 200),
+            test_capacity=env_int("TEST_CAPACITY", 10_000),
+            webhook_poll_seconds=env_float("WEBHOOK_POLL_SECONDS", 1.0, minimum=0.01),
+            webhook_retry_schedule=env_schedule("WEBHOOK_RETRY_SCHEDULE", DEFAULT_RETRY_SCHEDULE),
+            webhook_timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1),
+            webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
+            threads=env_int("THREADS", 8, minimum=1),
+            log_requests=env_bool("LOG_REQUESTS", True),
+        )
+
+    def with_(self, **changes) -> "Config":
+        """A copy with some values changed (tests use it)."""
+        return replace(self, **changes)

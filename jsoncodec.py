@@ -1,0 +1,90 @@
+"""JSON in and out with exact decimals: numbers parse to Decimal and leave as written digits."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+_encode_string = json.encoder.encode_basestring_ascii
+
+
+class InvalidJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str):
+    raise InvalidJson(f"{name} is not valid JSON")
+
+
+def loads(raw: bytes | str):
+    """Parse JSON, every number as Decimal; NaN and Infinity are refused."""
+    try:
+        return json.loads(raw, parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant)
+    except InvalidJson:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJson(str(exc)) from None
+
+
+def decimal_text(value: Decimal) -> str:
+    """A decimal as plain digits without exponent or trailing zeros: 1.250000 -> 1.25."""
+    if value.is_zero():
+        return "0"
+    text = format(value, "f")  # exact: no context rounding, unlike normalize()
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def dumps(value) -> str:
+    """Compact JSON where Decimal values are written exactly, as numbers."""
+    parts: list[str] = []
+    _write(value, parts.append)
+    return "".join(parts)
+
+
+def _write(value, out) -> None:
+    if isinstance(value, str):
+        out(_encode_string(value))
+    elif value is None:
+        out("null")
+    elif value is True:
+        out("true")
+    elif value is False:
+        out("false")
+    elif isinstance(value, Decimal):
+        out(decimal_text(value))
+    elif isinstance(value, int):
+        out(str(value))
+    elif isinstance(value, float):
+        out(repr(value))
+    elif isinstance(value, dict):
+        out("{")
+        first = True
+        for key, item in value.items():
+            if not first:
+                out(",")
+            first = False
+            out(_encode_string(str(key)))
+            out(":")
+            _write(item, out)
+        out("}")
+    elif isinstance(value, (list, tuple)):
+        out("[")
+        for index, item in enumerate(value):
+            if index:
+                out(",")
+            _write(item, out)
+        out("]")
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def canonical(value) -> str:
+    """A canonical text of parsed JSON: sorted keys, numbers by value (12 == 12.0)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(_encode_string(k) + ":" + canonical(value[k]) for k in sorted(value)) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(canonical(item) for item in value) + "]"
+    if isinstance(value, Decimal):
+        return decimal_text(value)
+    return dumps(value)

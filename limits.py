@@ -1,0 +1,108 @@
+"""Throughput (a token bucket per API key) and contract capacity (billable calculations a month)."""
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import math
+import threading
+import time
+
+from errors import LimitReached
+from models import Organization, UsageCounter, db, utcnow
+
+
+class TokenBucket:
+    """`rate` tokens a second up to `burst`; one request takes one token."""
+
+    __slots__ = ("tokens", "updated")
+
+    def __init__(self, burst: float, now: float):
+        self.tokens = burst
+        self.updated = now
+
+
+class RateLimiter:
+    """Per-key token buckets held in this process (see README: several instances)."""
+
+    def __init__(self, rate: float, burst: int, clock=time.monotonic):
+        self.rate = rate
+        self.burst = max(burst, 1) if rate > 0 else 0
+        self.clock = clock
+        self._buckets: dict[str, TokenBucket] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    def check(self, key_id: str) -> None:
+        """Take a token for this key or raise RATE_LIMITED with a truthful Retry-After."""
+        if not self.enabled:
+            return
+        with self._lock:
+            now = self.clock()
+            bucket = self._buckets.get(key_id)
+            if bucket is None:
+                bucket = self._buckets[key_id] = TokenBucket(self.burst, now)
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
+            bucket.updated = now
+            if bucket.tokens >= 1:
+                bucket.tokens -= 1
+                return
+            wait = math.ceil((1 - bucket.tokens) / self.rate)
+        raise LimitReached(f"Too many requests for this API key; retry after {max(1, wait)} seconds.",
+                           retry_after=wait)
+
+
+def period_of(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m")
+
+
+def seconds_to_next_month(moment: dt.datetime) -> int:
+    """Whole seconds from `moment` until the first instant of the next UTC month."""
+    days = calendar.monthrange(moment.year, moment.month)[1]
+    start_next = (moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+                  + dt.timedelta(days=days))
+    return max(1, math.ceil((start_next - moment).total_seconds()))
+
+
+def capacity_for(organization: Organization, environment: str, test_default: int) -> int | None:
+    """The organization's monthly capacity in an environment; None is unlimited."""
+    if environment == "live":
+        return organization.live_capacity
+    return organization.test_capacity if organization.test_capacity is not None else test_default
+
+
+def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
+    """Count one billable calculation, or raise USAGE_LIMIT_REACHED; call inside the write transaction."""
+    now = now or utcnow()
+    organization = (Organization.select(Organization.live_capacity, Organization.test_capacity)
+                    .where(Organization.id == organization_id).get())
+    capacity = capacity_for(organization, environment, test_default)
+    period = period_of(now)
+    if capacity is not None and capacity <= 0:
+        _reached(now)
+    query = (UsageCounter
+             .insert(organization=organization_id, environment=environment, period=period, count=1)
+             .on_conflict(conflict_target=[UsageCounter.organization, UsageCounter.environment,
+                                           UsageCounter.period],
+                          update={UsageCounter.count: UsageCounter.count + 1},
+                          where=(UsageCounter.count < capacity) if capacity is not None else None)
+             .returning(UsageCounter.count))
+    if not list(query.execute()):
+        _reached(now)
+
+
+def _reached(now: dt.datetime):
+    raise LimitReached("The organization's contract capacity for this month is used up.",
+                       code="USAGE_LIMIT_REACHED", retry_after=seconds_to_next_month(now))
+
+
+def usage(organization: Organization, period: str) -> dict[str, int]:
+    """Billable calculations per environment in a period."""
+    rows = UsageCounter.select().where((UsageCounter.organization == organization.id)
+                                       & (UsageCounter.period == period))
+    counts = {"test": 0, "live": 0}
+    for row in rows:
+        counts[row.environment] = row.count
+    return counts

@@ -1,0 +1,62 @@
+"""Numbered schema migrations: each file NNNN_name.py has up(migrator, db), recorded when applied."""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import re
+from pathlib import Path
+
+import peewee as pw
+from playhouse.migrate import SchemaMigrator
+
+HERE = Path(__file__).parent
+NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.py$")
+# Any constant works; every instance that migrates a PostgreSQL database takes the same lock.
+POSTGRES_LOCK_ID = 140832023
+
+
+class MigrationHistory(pw.Model):
+    name = pw.CharField(primary_key=True, max_length=100)
+    applied_at = pw.DateTimeField()
+
+    class Meta:
+        table_name = "migration_history"
+
+
+def available() -> list[Path]:
+    """The migration files in order."""
+    return sorted(path for path in HERE.iterdir() if NAME.match(path.name))
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"migrations.m{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(database: pw.Database) -> list[str]:
+    """Apply every migration not yet recorded, each in its own transaction; return their names."""
+    applied: list[str] = []
+    with database.bind_ctx([MigrationHistory]):
+        database.create_tables([MigrationHistory], safe=True)
+        for path in available():
+            with database.atomic():
+                if isinstance(database, pw.PostgresqlDatabase):
+                    # Several instances may start at once: the first migrates, the rest wait.
+                    database.execute_sql("SELECT pg_advisory_xact_lock(%s)", (POSTGRES_LOCK_ID,))
+                if MigrationHistory.get_or_none(MigrationHistory.name == path.stem):
+                    continue
+                _load(path).up(SchemaMigrator.from_database(database), database)
+                MigrationHistory.create(name=path.stem, applied_at=dt.datetime.utcnow())
+                applied.append(path.stem)
+    return applied
+
+
+def pending(database: pw.Database) -> list[str]:
+    """Names of migrations not yet applied."""
+    with database.bind_ctx([MigrationHistory]):
+        if not database.table_exists("migration_history"):
+            return [path.stem for path in available()]
+        done = {row.name for row in MigrationHistory.select()}
+    return [path.stem for path in available() if path.stem not in done]

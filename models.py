@@ -1,0 +1,372 @@
+"""Peewee models, the database proxy and the connection settings for SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+
+import peewee as pw
+from playhouse import db_url
+
+db = pw.DatabaseProxy()
+
+ENVIRONMENTS = ("test", "live")
+SCOPES = ("emissions:calculate", "emissions:read", "customers:read", "customer-analytics:read")
+MODES = ("ROAD", "SEA", "AIR")
+
+# Exact decimals: NUMERIC on PostgreSQL; TEXT on SQLite, whose NUMERIC affinity would turn
+# "0.1" into a binary float.
+SQLITE_FIELD_TYPES = {"EXACTDECIMAL": "TEXT"}
+POSTGRES_FIELD_TYPES = {"EXACTDECIMAL": "NUMERIC"}
+
+# WAL lets readers run beside the one writer; synchronous=NORMAL in WAL mode keeps the database
+# consistent on power loss but may lose the last transactions (see README, "Durability").
+SQLITE_PRAGMAS = (
+    ("journal_mode", "wal"),
+    ("synchronous", "normal"),
+    ("foreign_keys", 1),
+    ("busy_timeout", 10_000),
+    ("cache_size", -16_000),
+)
+
+
+def utcnow() -> dt.datetime:
+    """The current time in UTC, without microseconds below the millisecond."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def open_database(url: str) -> pw.Database:
+    """A database for a DATABASE_URL, with the settings this service relies on."""
+    if url.startswith("sqlite"):
+        database = db_url.connect(
+            url,
+            pragmas=SQLITE_PRAGMAS,
+            field_types=SQLITE_FIELD_TYPES,
+            lock_type="IMMEDIATE",  # writers queue at BEGIN instead of failing on lock upgrade
+            timeout=10,
+        )
+    elif url.startswith(("postgres", "postgresql")):
+        database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
+    else:
+        raise ValueError("DATABASE_URL must start with sqlite:// or postgresql://")
+    return database
+
+
+def bind(url: str) -> pw.Database:
+    """Point the proxy at the database named by url and return it."""
+    database = open_database(url)
+    db.initialize(database)
+    return database
+
+
+def is_postgres() -> bool:
+    return isinstance(db.obj, pw.PostgresqlDatabase)
+
+
+class ExactDecimalField(pw.Field):
+    """A decimal kept exactly on both databases."""
+
+    field_type = "EXACTDECIMAL"
+
+    def db_value(self, value):
+        if value is None:
+            return None
+        return str(Decimal(value))
+
+    def python_value(self, value):
+        if value is None:
+            return None
+        return Decimal(str(value)) if not isinstance(value, Decimal) else value
+
+
+class TimestampField(pw.DateTimeField):
+    """A UTC timestamp stored as ISO text on SQLite and timestamptz-compatible text elsewhere."""
+
+    field_type = "TIMESTAMP"
+
+    def db_value(self, value):
+        if value is None:
+            return None
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+    def python_value(self, value):
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = dt.datetime.fromisoformat(value)
+        return value.replace(tzinfo=dt.timezone.utc)
+
+
+def isoformat(value: dt.datetime | None) -> str | None:
+    """RFC 3339 with milliseconds and a Z, the way every timestamp leaves the service."""
+    if value is None:
+        return None
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+class BaseModel(pw.Model):
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class InstanceSecret(BaseModel):
+    """The keyed-hash secret, generated once per installation unless SECRET_KEY is set."""
+
+    name = pw.CharField(primary_key=True, max_length=40)
+    value = pw.CharField(max_length=128)
+
+
+class Organization(BaseModel):
+    slug = pw.CharField(unique=True, max_length=64)
+    name = pw.CharField(max_length=200)
+    status = pw.CharField(max_length=16, default="active")  # active | suspended
+    entitled = pw.BooleanField(default=True)
+    live_capacity = pw.IntegerField(null=True)  # None: unlimited
+    test_capacity = pw.IntegerField(null=True)  # None: the sandbox default
+    created_at = TimestampField(default=utcnow)
+
+    def to_dict(self) -> dict:
+        return {
+            "slug": self.slug,
+            "name": self.name,
+            "status": self.status,
+            "entitled": self.entitled,
+            "live_capacity": self.live_capacity,
+            "test_capacity": self.test_capacity,
+        }
+
+
+class ApiKey(BaseModel):
+    id = pw.CharField(primary_key=True, max_length=40)  # "key_" + random, safe to log
+    organization = pw.ForeignKeyField(Organization, backref="api_keys", on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    key_hash = pw.CharField(unique=True, max_length=64)
+    prefix = pw.CharField(max_length=24)  # "service_test_AbCd", for people to recognise a key
+    name = pw.CharField(max_length=200, default="")
+    scopes = pw.TextField()  # space-separated
+    expires_at = TimestampField(null=True)
+    revoked_at = TimestampField(null=True)
+    created_at = TimestampField(default=utcnow)
+
+    @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(self.scopes.split())
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "prefix": self.prefix,
+            "environment": self.environment,
+            "scopes": sorted(self.scope_set),
+            "expires_at": isoformat(self.expires_at),
+            "revoked": self.revoked_at is not None,
+            "created_at": isoformat(self.created_at),
+        }
+
+
+class Factor(BaseModel):
+    """One version of a governed emission factor, global (organization null) or private."""
+
+    reference = pw.CharField(max_length=120, index=True)
+    version = pw.IntegerField()
+    organization = pw.ForeignKeyField(Organization, null=True, backref="factors", on_delete="CASCADE")
+    status = pw.CharField(max_length=16)  # draft | active | superseded | retired
+    mode = pw.CharField(max_length=8)
+    value = ExactDecimalField()  # kgCO2e per tkm, well-to-wheel
+    ttw_value = ExactDecimalField(null=True)
+    wtt_value = ExactDecimalField(null=True)
+    name = pw.CharField(max_length=200)
+    source = pw.CharField(max_length=300)
+    region = pw.CharField(max_length=64, null=True)
+    valid_from = pw.DateField(null=True)
+    valid_to = pw.DateField(null=True)
+    created_at = TimestampField(default=utcnow)
+
+    class Meta:
+        indexes = ((("reference", "version"), True),)
+
+    def applies_to(self, mode: str, activity_date: dt.date) -> str | None:
+        """None when the factor applies, else the reason it does not."""
+        if self.mode != mode:
+            return f"factor {self.reference} is for mode {self.mode}, not {mode}"
+        if self.valid_from and activity_date < self.valid_from:
+            return f"activity_date {activity_date} is before factor {self.reference} is valid ({self.valid_from})"
+        if self.valid_to and activity_date > self.valid_to:
+            return f"activity_date {activity_date} is after factor {self.reference} stopped being valid ({self.valid_to})"
+        return None
+
+    def lineage(self) -> dict:
+        """The safe lineage a calculation shows: no ids, no owner, no numeric value."""
+        return {
+            "reference": self.reference,
+            "version": self.version,
+            "name": self.name,
+            "source": self.source,
+            "region": self.region,
+            "mode": self.mode,
+            "unit": "kgCO2e/tkm",
+            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+        }
+
+    def to_dict(self) -> dict:
+        return {
+            "reference": self.reference,
+            "version": self.version,
+            "status": self.status,
+            "mode": self.mode,
+            "value": str(self.value),
+            "ttw_value": None if self.ttw_value is None else str(self.ttw_value),
+            "wtt_value": None if self.wtt_value is None else str(self.wtt_value),
+            "unit": "kgCO2e/tkm",
+            "name": self.name,
+            "source": self.source,
+            "region": self.region,
+            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "organization": self.organization.slug if self.organization_id else None,
+        }
+
+
+class Customer(BaseModel):
+    organization = pw.ForeignKeyField(Organization, backref="customers", on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    reference = pw.CharField(max_length=120)
+    name = pw.CharField(max_length=200)
+    status = pw.CharField(max_length=16, default="active")  # active | suspended | archived
+    country_code = pw.CharField(max_length=2, null=True)
+    created_at = TimestampField(default=utcnow)
+
+    class Meta:
+        indexes = ((("organization", "environment", "reference"), True),)
+
+    def to_dict(self, analytics: dict | None = None) -> dict:
+        return {
+            "reference": self.reference,
+            "name": self.name,
+            "status": self.status,
+            "country_code": self.country_code,
+            "analytics": analytics,
+        }
+
+
+class Calculation(BaseModel):
+    """An immutable calculation; `body` is the exact JSON the API returned when it was created."""
+
+    id = pw.CharField(primary_key=True, max_length=36)
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE")
+    external_reference = pw.CharField(max_length=120)
+    idempotency_key = pw.CharField(max_length=200)
+    fingerprint = pw.CharField(max_length=64)
+    mode = pw.CharField(max_length=8)
+    business_context = pw.CharField(max_length=12)
+    activity_date = pw.DateField()
+    cargo_tonnes = ExactDecimalField()
+    distance_km = ExactDecimalField()
+    activity_tkm = ExactDecimalField()
+    emissions_kg = ExactDecimalField()
+    factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT")
+    factor_version = pw.IntegerField()
+    factor_value = ExactDecimalField()
+    request_id = pw.CharField(max_length=36)
+    body = pw.TextField()
+    created_at = TimestampField(default=utcnow)
+
+    class Meta:
+        indexes = ((("organization", "environment", "idempotency_key"), True),)
+
+
+class CustomerRollup(BaseModel):
+    """Running totals of one customer's calculations for one mode and business context."""
+
+    customer = pw.ForeignKeyField(Customer, on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    mode = pw.CharField(max_length=8)
+    business_context = pw.CharField(max_length=12)
+    calculation_count = pw.BigIntegerField(default=0)
+    activity_tkm = ExactDecimalField()
+    emissions_kg = ExactDecimalField()
+    first_activity_date = pw.DateField()
+    last_activity_date = pw.DateField()
+
+    class Meta:
+        indexes = ((("customer", "environment", "mode", "business_context"), True),)
+
+
+class UsageCounter(BaseModel):
+    """Billable calculations of one organization and environment in one calendar month (UTC)."""
+
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    period = pw.CharField(max_length=7)  # "2026-11"
+    count = pw.BigIntegerField(default=0)
+
+    class Meta:
+        indexes = ((("organization", "environment", "period"), True),)
+
+
+class WebhookEndpoint(BaseModel):
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    url = pw.CharField(max_length=2048)
+    secret = pw.CharField(max_length=100)
+    status = pw.CharField(max_length=16, default="enabled")  # enabled | disabled
+    disabled_reason = pw.CharField(max_length=200, null=True)
+    created_at = TimestampField(default=utcnow)
+    updated_at = TimestampField(default=utcnow)
+
+    class Meta:
+        indexes = ((("organization", "environment"), True),)
+
+
+class WebhookEvent(BaseModel):
+    """An event and the state of its delivery (the outbox row)."""
+
+    id = pw.CharField(primary_key=True, max_length=36)
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    type = pw.CharField(max_length=40)
+    payload = pw.TextField()  # the exact body bytes sent, as UTF-8 text
+    created_at = TimestampField(default=utcnow)
+    # pending | delivering | succeeded | failed | skipped (no endpoint when it happened)
+    delivery_status = pw.CharField(max_length=12, index=True)
+    attempt_count = pw.IntegerField(default=0)
+    next_attempt_at = TimestampField(null=True, index=True)
+    locked_until = TimestampField(null=True)
+    lock_token = pw.CharField(max_length=36, null=True)
+    delivered_at = TimestampField(null=True)
+
+
+class WebhookAttempt(BaseModel):
+    event = pw.ForeignKeyField(WebhookEvent, backref="attempts", on_delete="CASCADE")
+    number = pw.IntegerField()
+    url = pw.CharField(max_length=2048)
+    attempted_at = TimestampField(default=utcnow)
+    status_code = pw.IntegerField(null=True)
+    latency_ms = pw.IntegerField(null=True)
+    error = pw.CharField(max_length=500, null=True)
+    response_excerpt = pw.CharField(max_length=1000, null=True)
+
+
+class User(BaseModel):
+    """A workspace login belonging to one organization."""
+
+    organization = pw.ForeignKeyField(Organization, backref="users", on_delete="CASCADE")
+    email = pw.CharField(unique=True, max_length=254)
+    password_hash = pw.CharField(max_length=200)
+    created_at = TimestampField(default=utcnow)
+
+
+ALL_MODELS = [
+    InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup,
+    UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User,
+]

@@ -1,0 +1,97 @@
+"""The OpenAPI document, and validators compiled from its component schemas (never written twice)."""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
+DOCUMENT_URI = "urn:emissions:openapi"
+
+
+@lru_cache(maxsize=1)
+def openapi_bytes() -> bytes:
+    return OPENAPI_PATH.read_bytes()
+
+
+@lru_cache(maxsize=1)
+def openapi() -> dict:
+    """The OpenAPI 3.1.0 document as data."""
+    return json.loads(openapi_bytes())
+
+
+@lru_cache(maxsize=1)
+def _registry() -> Registry:
+    resource = Resource.from_contents(openapi(), default_specification=DRAFT202012)
+    return Registry().with_resource(DOCUMENT_URI, resource)
+
+
+@lru_cache(maxsize=None)
+def validator(component: str) -> jsonschema.Draft202012Validator:
+    """A compiled validator for components/schemas/<component>, with format checks on."""
+    schema = {"$ref": f"{DOCUMENT_URI}#/components/schemas/{component}"}
+    return jsonschema.Draft202012Validator(
+        schema, registry=_registry(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+@lru_cache(maxsize=None)
+def path_parameter_pattern(name: str) -> re.Pattern:
+    """The compiled pattern of a shared path parameter, e.g. customerReference."""
+    return re.compile(openapi()["components"]["parameters"][name]["schema"]["pattern"])
+
+
+TYPE_NAMES = {"object": "an object", "number": "a number", "string": "a string", "integer": "an integer",
+              "array": "an array", "null": "null", "boolean": "true or false"}
+
+
+def _field(path) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _explain(error: jsonschema.ValidationError) -> list[dict]:
+    """Short, field-named messages for one schema violation."""
+    where = _field(error.absolute_path)
+    keyword, value = error.validator, error.validator_value
+    if keyword == "required":
+        missing = [name for name in value if isinstance(error.instance, dict) and name not in error.instance]
+        return [{"field": _field([*error.absolute_path, name]), "message": "is required"} for name in missing]
+    if keyword == "additionalProperties":
+        allowed = error.schema.get("properties", {})
+        extra = sorted(name for name in error.instance if name not in allowed)
+        return [{"field": _field([*error.absolute_path, name]), "message": "is not an accepted field"}
+                for name in extra]
+    if keyword == "anyOf" and where.endswith(("origin", "destination")):
+        return [{"field": where, "message": "needs at least one of code or label"}]
+    messages = {
+        "type": lambda: "must be " + " or ".join(TYPE_NAMES[name] for name in ([value] if isinstance(value, str) else value)),
+        "enum": lambda: "must be one of " + ", ".join(map(str, value)),
+        "const": lambda: f"must be {value!r}".replace("'", '"'),
+        "maxLength": lambda: f"must be at most {value} characters",
+        "minLength": lambda: "must not be empty" if value == 1 else f"must be at least {value} characters",
+        "exclusiveMinimum": lambda: f"must be greater than {value}",
+        "maximum": lambda: f"must be at most {value}",
+        "format": lambda: f"must be a valid {value} (YYYY-MM-DD)" if value == "date" else f"must be a valid {value}",
+        "pattern": lambda: "must be a calendar date YYYY-MM-DD" if where == "activity_date" else "has an invalid format",
+    }
+    message = messages.get(keyword, lambda: "is invalid")()
+    return [{"field": where or "body", "message": message}]
+
+
+def validation_details(component: str, instance) -> list[dict]:
+    """Every violation of the component schema as {field, message}; empty when valid."""
+    details: list[dict] = []
+    seen = set()
+    for error in validator(component).iter_errors(instance):
+        for detail in _explain(error):
+            key = (detail["field"], detail["message"])
+            if key not in seen:
+                seen.add(key)
+                details.append(detail)
+    details.sort(key=lambda d: d["field"])
+    return details

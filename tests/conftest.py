@@ -1,0 +1,175 @@
+"""Fixtures: a fresh database per test (SQLite file; PostgreSQL where asked), personas, helpers."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from decimal import Decimal
+
+import peewee as pw
+import pytest
+import waitress
+from webtest import TestApp
+
+import auth
+import factors
+import models
+from app import create_app
+from config import Config
+from models import Customer, Organization, SCOPES
+
+POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
+ALL_SCOPES = list(SCOPES)
+
+
+def reset_postgres(url: str) -> None:
+    """Drop every table so each test starts from an empty schema."""
+    database = models.open_database(url)
+    database.connect()
+    database.execute_sql("DROP SCHEMA IF EXISTS public CASCADE")
+    database.execute_sql("CREATE SCHEMA public")
+    database.close()
+
+
+@pytest.fixture(params=["sqlite"])
+def database_url(request, tmp_path):
+    """The database under test: a fresh SQLite file (default), or PostgreSQL for `on_both` tests."""
+    if request.param == "postgres":
+        if not POSTGRES_URL:
+            pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
+        reset_postgres(POSTGRES_URL)
+        yield POSTGRES_URL
+    else:
+        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
+    if models.db.obj is not None:
+        models.db.close()
+
+
+def pytest_generate_tests(metafunc):
+    """Tests marked `on_both` run on SQLite and on PostgreSQL."""
+    if "database_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("on_both"):
+        metafunc.parametrize("database_url", ["sqlite", "postgres"], indirect=True)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "on_both: run the test on SQLite and on PostgreSQL")
+
+
+@pytest.fixture
+def config(database_url) -> Config:
+    return Config(database_url=database_url, log_requests=False, rate_limit_per_second=0,
+                  key_cache_seconds=0, webhook_poll_seconds=0.05)
+
+
+@pytest.fixture
+def app(config):
+    return create_app(config)
+
+
+@pytest.fixture
+def client(app) -> TestApp:
+    return TestApp(app)
+
+
+@pytest.fixture
+def secret(app, config) -> bytes:
+    return auth.instance_secret(config.secret_key)
+
+
+# --- make_* helpers ----------------------------------------------------------------------------
+
+def make_org(slug: str = "acme", **fields) -> Organization:
+    return Organization.create(slug=slug, name=fields.pop("name", slug.title()), **fields)
+
+
+def make_key(org: Organization, secret: bytes, environment: str = "test", scopes=None, **kwargs) -> str:
+    _, plain = auth.create_key(org, environment, list(scopes or ALL_SCOPES), secret, **kwargs)
+    return plain
+
+
+def make_customer(org: Organization, reference: str = "cust-1", environment: str = "test", **fields) -> Customer:
+    return Customer.create(organization=org, environment=environment, reference=reference,
+                           name=fields.pop("name", "Customer " + reference), **fields)
+
+
+def make_factor(reference: str = "road-default", mode: str = "ROAD", value: str = "0.12522", **kwargs):
+    kwargs.setdefault("valid_from", dt.date(2025, 1, 1))
+    return factors.create(reference, mode, Decimal(value), kwargs.pop("name", "Road average"),
+                          kwargs.pop("source", "Test source"), **kwargs)
+
+
+def logistics_body(**overrides) -> dict:
+    body = {
+        "customer_reference": "cust-1",
+        "external_reference": "shipment-1",
+        "mode": "ROAD",
+        "origin": {"code": "GBLON", "country": "GB"},
+        "destination": {"label": "Manchester"},
+        "cargo": {"value": 12.5, "unit": "tonne"},
+        "distance": {"value": 320, "unit": "km"},
+        "activity_date": "2026-03-01",
+        "factor_reference": "road-default",
+    }
+    body.update(overrides)
+    return body
+
+
+def auth_headers(key: str, idempotency_key: str | None = None) -> dict:
+    headers = {"Authorization": f"Bearer {key}"}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    return headers
+
+
+class Persona:
+    """An organization with a test key of every scope, a customer and a global factor."""
+
+    def __init__(self, org, key, customer):
+        self.org, self.key, self.customer = org, key, customer
+
+    def headers(self, idempotency_key: str | None = None) -> dict:
+        return auth_headers(self.key, idempotency_key)
+
+
+@pytest.fixture
+def acme(app, secret) -> Persona:
+    org = make_org("acme")
+    if not models.Factor.select().where(models.Factor.reference == "road-default").exists():
+        make_factor()
+    return Persona(org, make_key(org, secret), make_customer(org))
+
+
+@pytest.fixture
+def globex(app, secret) -> Persona:
+    org = make_org("globex")
+    return Persona(org, make_key(org, secret), make_customer(org))
+
+
+def post_calculation(client: TestApp, persona: Persona, idempotency_key: str = "idem-1", status="*", **overrides):
+    return client.post_json("/v1/emissions/logistics", logistics_body(**overrides),
+                            headers=persona.headers(idempotency_key), status=status)
+
+
+# --- a real server on loopback ------------------------------------------------------------------
+
+class LiveServer:
+    """The app served by Waitress on an ephemeral loopback port, in a thread."""
+
+    def __init__(self, app, threads: int = 8):
+        self.server = waitress.create_server(app, host="127.0.0.1", port=0, threads=threads)
+        self.url = f"http://127.0.0.1:{self.server.effective_port}"
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.close()
+        self.server.task_dispatcher.shutdown()
+
+
+@pytest.fixture
+def live_server(app):
+    with LiveServer(app) as server:
+        yield server
