@@ -22,23 +22,25 @@ POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
 ALL_SCOPES = list(SCOPES)
 
 
-def reset_postgres(url: str) -> None:
-    """Drop every table so each test starts from an empty schema."""
+def postgres_schema_url(url: str) -> str:
+    """A fresh, empty schema of this test process's own (parallel runs never share tables)."""
+    schema = f"test_{os.getpid()}"
     database = models.open_database(url)
     database.connect()
-    database.execute_sql("DROP SCHEMA IF EXISTS public CASCADE")
-    database.execute_sql("CREATE SCHEMA public")
+    database.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    database.execute_sql(f"CREATE SCHEMA {schema}")
     database.close()
+    separator = "&" if "?" in url else "?"
+    return f"{url}{separator}options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture
 def database_url(request, tmp_path):
     """The database under test: a fresh SQLite file (default), or PostgreSQL for `on_both` tests."""
-    if request.param == "postgres":
+    if getattr(request, "param", "sqlite") == "postgres":
         if not POSTGRES_URL:
             pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
-        reset_postgres(POSTGRES_URL)
-        yield POSTGRES_URL
+        yield postgres_schema_url(POSTGRES_URL)
     else:
         yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
     if models.db.obj is not None:

@@ -1,6 +1,9 @@
+import pytest
+
 from conftest import post_calculation
 
 
+@pytest.mark.on_both
 def test_first_calculation_is_created_and_replay_returns_the_same_body(client, acme):
     first = post_calculation(client, acme, status=201)
     again = post_calculation(client, acme, status=200)
