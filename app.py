@@ -17,6 +17,7 @@ import jsoncodec
 import migrations
 import models
 import schemas
+import workspace
 from config import Config
 from errors import ApiError, InvalidRequest, NotFound
 from limits import RateLimiter
@@ -270,5 +271,6 @@ def create_app(config: Config | None = None) -> Service:
                   RateLimiter(config.rate_limit_per_second, config.rate_limit_burst))
     app.install(ApiPlugin(app))
     _routes(app)
+    workspace.routes(app, secret)
     _error_handlers(app)
     return app

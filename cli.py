@@ -15,6 +15,7 @@ import auth
 import factors
 import migrations
 import models
+import workspace
 from config import Config, ConfigError
 from models import Customer, Organization, SCOPES
 
@@ -161,6 +162,17 @@ def cmd_customer_create(args, config):
     emit(args, customer_dict(customer))
 
 
+def cmd_user_create(args, config):
+    org = organization(args.org)
+    try:
+        user = workspace.create_user(org, args.email, args.password)
+    except workspace.WorkspaceError as exc:
+        raise CommandError(str(exc)) from None
+    except pw.IntegrityError:
+        raise CommandError(f"a user with email {args.email} already exists") from None
+    emit(args, {"email": user.email, "organization": org.slug})
+
+
 def cmd_factor_create(args, config):
     org = organization(args.org) if args.org else None
     try:
@@ -295,6 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--name", required=True)
     sub.add_argument("--country")
     sub.add_argument("--status", default="active", choices=["active", "suspended", "archived"])
+
+    users = group("user", "workspace logins")
+    sub = command(users, "create", cmd_user_create, "create a workspace login for an organization")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--email", required=True)
+    sub.add_argument("--password", required=True, help="at least 12 characters")
 
     facts = group("factor", "governed emission factors")
     sub = command(facts, "create", cmd_factor_create, "create a factor version")

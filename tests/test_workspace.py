@@ -1,0 +1,140 @@
+"""The workspace: sign in, create keys (shown once), revoke them; sessions are signed JWTs."""
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import jwt
+import pytest
+
+import workspace
+from conftest import logistics_body, make_customer, make_factor, make_org
+from models import ApiKey, utcnow
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def acme_user(app):
+    org = make_org("acme")
+    make_customer(org)
+    make_factor()
+    workspace.create_user(org, "Ops@Acme.example", PASSWORD)
+    return org
+
+
+def sign_in(client, email="ops@acme.example", password=PASSWORD, status=303):
+    return client.post("/workspace/login", {"email": email, "password": password}, status=status)
+
+
+def csrf_token(page) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+
+
+def create_key(client, environment="test", scopes=("emissions:calculate", "emissions:read"), status=201):
+    page = client.get("/workspace/keys")
+    form = [("csrf", csrf_token(page)), ("name", "ci"), ("environment", environment)]
+    form += [("scopes", scope) for scope in scopes]
+    return client.post("/workspace/keys", form, status=status)
+
+
+def test_signing_in_sets_a_strict_http_only_session_cookie(client, acme_user):
+    response = sign_in(client)
+    cookie = response.headers["Set-Cookie"]
+    assert response.headers["Location"].endswith("/workspace/keys")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/workspace" in cookie
+    assert client.get("/workspace/keys").status_int == 200
+
+
+def test_a_wrong_password_or_unknown_email_gets_the_same_answer(client, acme_user):
+    wrong = sign_in(client, password="not the password", status=401)
+    unknown = sign_in(client, email="nobody@acme.example", status=401)
+    assert "Email or password is not right." in wrong.text
+    assert wrong.text == unknown.text
+    assert "Set-Cookie" not in wrong.headers
+
+
+def test_pages_without_a_session_redirect_to_sign_in(client, acme_user):
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    client.set_cookie(workspace.COOKIE, "forged.token.value")
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+
+
+def test_a_created_key_is_shown_once_and_works_against_the_api(client, acme_user):
+    sign_in(client)
+    created = create_key(client)
+    plain = re.search(r'<p class="key">(service_test_[0-9A-Za-z]+)</p>', created.text).group(1)
+    assert plain not in client.get("/workspace/keys").text
+    key = ApiKey.get()
+    assert key.name == "ci" and key.environment == "test"
+    assert key.scope_set == {"emissions:calculate", "emissions:read"}
+    assert plain not in (key.key_hash, key.prefix)
+    response = client.post_json("/v1/emissions/logistics", logistics_body(),
+                                headers={"Authorization": f"Bearer {plain}", "Idempotency-Key": "ws-1"})
+    assert response.status_int == 201
+
+
+def test_a_live_key_is_created_separately_with_the_live_prefix(client, acme_user):
+    sign_in(client)
+    created = create_key(client, environment="live")
+    assert re.search(r'<p class="key">service_live_[0-9A-Za-z]{40}</p>', created.text)
+
+
+def test_creating_a_key_without_scopes_or_with_an_unknown_scope_is_refused(client, acme_user):
+    sign_in(client)
+    assert "at least one scope" in create_key(client, scopes=(), status=400).text
+    assert "unknown scope" in create_key(client, scopes=("admin:everything",), status=400).text
+    assert ApiKey.select().count() == 0
+
+
+def test_a_form_without_the_session_csrf_token_is_refused(client, acme_user):
+    sign_in(client)
+    client.post("/workspace/keys", {"csrf": "guess", "environment": "test", "scopes": "emissions:read"},
+                status=303)
+    assert ApiKey.select().count() == 0
+
+
+def test_revoking_a_key_stops_it_at_the_api(client, acme_user):
+    sign_in(client)
+    plain = re.search(r'<p class="key">([^<]+)</p>', create_key(client).text).group(1)
+    key = ApiKey.get()
+    page = client.get("/workspace/keys")
+    client.post(f"/workspace/keys/{key.id}/revoke", {"csrf": csrf_token(page)}, status=303)
+    response = client.get("/v1/calculations/00000000-0000-4000-8000-000000000000",
+                          headers={"Authorization": f"Bearer {plain}"}, status=401)
+    assert response.json["error"]["code"] == "API_KEY_REVOKED"
+
+
+def test_another_organizations_key_cannot_be_revoked(client, acme_user, secret):
+    from conftest import make_key
+    other = make_org("globex")
+    make_key(other, secret)
+    other_key = ApiKey.get(ApiKey.organization == other)
+    sign_in(client)
+    page = client.get("/workspace/keys")
+    client.post(f"/workspace/keys/{other_key.id}/revoke", {"csrf": csrf_token(page)}, status=404)
+    assert ApiKey.get_by_id(other_key.id).revoked_at is None
+
+
+def test_a_session_expires_after_eight_hours(acme_user, secret):
+    now = utcnow()
+    sessions = workspace.Sessions(secret, clock=lambda: now)
+    token = sessions.issue(workspace.User.get())
+    assert sessions.read(token)["org"] == acme_user.id
+    later = workspace.Sessions(secret, clock=lambda: now + dt.timedelta(hours=8, seconds=1))
+    assert later.read(token) is None
+
+
+def test_a_token_signed_with_another_key_or_algorithm_is_refused(acme_user, secret):
+    sessions = workspace.Sessions(secret)
+    claims = {"sub": "1", "org": acme_user.id, "csrf": "x", "exp": int(utcnow().timestamp()) + 60}
+    assert sessions.read(jwt.encode(claims, "another key of thirty-two bytes or more", algorithm="HS256")) is None
+    assert sessions.read(jwt.encode(claims, None, algorithm="none")) is None
+
+
+def test_workspace_pages_are_html_and_never_cached(client, acme_user):
+    page = client.get("/workspace/login")
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert page.headers["Cache-Control"] == "no-store"
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert not [name for name in page.headers if name.lower().startswith("access-control")]

@@ -1,0 +1,255 @@
+"""The workspace: an organization's people sign in and manage their API keys (shown once)."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import html
+import secrets
+from urllib.parse import parse_qs
+
+import bottle
+import jwt
+
+import auth
+from models import ApiKey, Organization, SCOPES, User, utcnow
+
+COOKIE = "emissions_session"
+SESSION_HOURS = 8
+MAX_FORM_BYTES = 16 * 1024
+HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8",
+                "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+                "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
+# scrypt: memory-hard; n=2**14 costs about 50 ms a check on this class of machine.
+SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
+
+
+class WorkspaceError(ValueError):
+    """A user-facing problem with a workspace form."""
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, **SCRYPT)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+def check_password(password: str, stored: str) -> bool:
+    try:
+        _, salt, digest = stored.split("$")
+        candidate = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), **SCRYPT)
+    except ValueError:
+        return False
+    return hmac.compare_digest(candidate.hex(), digest)
+
+
+# A fixed hash to check against when the email is unknown, so both cases take the same time.
+_DUMMY_HASH = hash_password(secrets.token_hex(8))
+
+
+def create_user(organization: Organization, email: str, password: str) -> User:
+    """A workspace login for one organization."""
+    email = email.strip().lower()
+    if "@" not in email or len(email) > 254:
+        raise WorkspaceError("email must be an address")
+    if len(password) < 12:
+        raise WorkspaceError("password must be at least 12 characters")
+    return User.create(organization=organization, email=email, password_hash=hash_password(password))
+
+
+def authenticate_user(email: str, password: str) -> User | None:
+    user = User.get_or_none(User.email == email.strip().lower())
+    if user is None:
+        check_password(password, _DUMMY_HASH)
+        return None
+    return user if check_password(password, user.password_hash) else None
+
+
+class Sessions:
+    """Signed session tokens (JWT, HS256) carried in an HttpOnly, SameSite=Strict cookie."""
+
+    def __init__(self, instance_secret: bytes, clock=utcnow):
+        # A key of its own, derived from the instance secret, so tokens never double as key hashes.
+        self.key = hmac.new(instance_secret, b"workspace-session", hashlib.sha256).digest()
+        self.clock = clock
+
+    def issue(self, user: User) -> str:
+        now = self.clock()
+        claims = {"sub": str(user.id), "org": user.organization_id, "csrf": secrets.token_urlsafe(16),
+                  "iat": int(now.timestamp()), "exp": int((now + dt.timedelta(hours=SESSION_HOURS)).timestamp())}
+        return jwt.encode(claims, self.key, algorithm="HS256")
+
+    def read(self, token: str | None) -> dict | None:
+        if not token:
+            return None
+        try:
+            claims = jwt.decode(token, self.key, algorithms=["HS256"], options={"require": ["exp", "sub", "csrf"]},
+                                leeway=0)
+        except jwt.PyJWTError:
+            return None
+        if claims["exp"] <= self.clock().timestamp():
+            return None
+        return claims
+
+
+# --- pages ---------------------------------------------------------------------------------------
+
+def _page(title: str, body: str) -> str:
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} · Emissions workspace</title>
+<style>body{{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}}
+table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;padding:.4rem;text-align:left}}
+.key{{font-family:monospace;background:#fffbe6;border:1px solid #e6c200;padding:.6rem;word-break:break-all}}
+.error{{color:#a00}} label{{display:block;margin:.3rem 0}} button{{padding:.3rem .8rem}}</style></head>
+<body><h1>{html.escape(title)}</h1>{body}</body></html>"""
+
+
+def _reply(content: str, status: int = 200, headers: dict | None = None):
+    from app import Reply  # the workspace shares the app's response finishing
+    return Reply(content, status, {**HTML_HEADERS, **(headers or {})})
+
+
+def _redirect(location: str, headers: dict | None = None):
+    return _reply("", 303, {"Location": location, **(headers or {})})
+
+
+def _form() -> dict[str, list[str]]:
+    request = bottle.request
+    if request.content_length > MAX_FORM_BYTES:
+        raise WorkspaceError("the form is too large")
+    raw = request.environ["wsgi.input"].read(max(0, request.content_length)) if request.content_length > 0 else b""
+    try:
+        return parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError):
+        raise WorkspaceError("the form could not be read") from None
+
+
+def _field(form: dict, name: str) -> str:
+    return (form.get(name) or [""])[0]
+
+
+def _cookie(token: str, max_age: int) -> str:
+    return f"{COOKIE}={token}; Path=/workspace; HttpOnly; SameSite=Strict; Max-Age={max_age}"
+
+
+class Workspace:
+    """Handlers for /workspace; `sessions` signs and reads the login cookie."""
+
+    def __init__(self, sessions: Sessions, secret: bytes):
+        self.sessions = sessions
+        self.secret = secret
+
+    def session(self) -> dict | None:
+        return self.sessions.read(bottle.request.get_cookie(COOKIE))
+
+    def index(self):
+        return _redirect("/workspace/keys" if self.session() else "/workspace/login")
+
+    def login_page(self, error: str = "", status: int = 200):
+        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        return _reply(_page("Sign in", f"""{message}
+<form method="post" action="/workspace/login">
+<label>Email <input name="email" type="email" required autocomplete="username"></label>
+<label>Password <input name="password" type="password" required autocomplete="current-password"></label>
+<button type="submit">Sign in</button></form>"""), status)
+
+    def login(self):
+        try:
+            form = _form()
+        except WorkspaceError as exc:
+            return self.login_page(str(exc), 400)
+        user = authenticate_user(_field(form, "email"), _field(form, "password"))
+        if user is None or user.organization.status != "active":
+            return self.login_page("Email or password is not right.", 401)
+        token = self.sessions.issue(user)
+        return _redirect("/workspace/keys", {"Set-Cookie": _cookie(token, SESSION_HOURS * 3600)})
+
+    def logout(self):
+        return _redirect("/workspace/login", {"Set-Cookie": _cookie("", 0)})
+
+    def keys_page(self, shown_key: str = "", error: str = "", status: int = 200):
+        session = self.session()
+        if session is None:
+            return _redirect("/workspace/login")
+        org = Organization.get_by_id(session["org"])
+        csrf = html.escape(session["csrf"])
+        rows = "".join(
+            f"<tr><td>{html.escape(key.name or '')}</td><td>{key.environment}</td>"
+            f"<td><code>{html.escape(key.prefix)}…</code></td><td>{html.escape(', '.join(sorted(key.scope_set)))}</td>"
+            f"<td>{'revoked' if key.revoked_at else 'active'}</td><td>"
+            + ("" if key.revoked_at else
+               f'<form method="post" action="/workspace/keys/{key.id}/revoke"><input type="hidden" name="csrf" '
+               f'value="{csrf}"><button>Revoke</button></form>')
+            + "</td></tr>"
+            for key in org.api_keys.order_by(ApiKey.created_at.desc()))
+        shown = (f'<p>Your new key. It is shown once: store it in a secret manager now.</p>'
+                 f'<p class="key">{html.escape(shown_key)}</p>') if shown_key else ""
+        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        scopes = "".join(f'<label><input type="checkbox" name="scopes" value="{s}"> {s}</label>' for s in SCOPES)
+        return _reply(_page(f"API keys · {org.name}", f"""{shown}{message}
+<table><tr><th>Name</th><th>Environment</th><th>Key</th><th>Scopes</th><th>Status</th><th></th></tr>{rows}</table>
+<h2>Create a key</h2>
+<form method="post" action="/workspace/keys"><input type="hidden" name="csrf" value="{csrf}">
+<label>Name <input name="name" maxlength="200"></label>
+<label>Environment <select name="environment"><option value="test">test</option>
+<option value="live">live</option></select></label>{scopes}
+<label>Expires (optional, UTC date) <input name="expires_on" type="date"></label>
+<button type="submit">Create key</button></form>
+<form method="post" action="/workspace/logout"><button>Sign out</button></form>"""), status)
+
+    def _checked_session(self, form: dict) -> dict | None:
+        session = self.session()
+        if session is None or not hmac.compare_digest(_field(form, "csrf"), session["csrf"]):
+            return None
+        return session
+
+    def create_key(self):
+        try:
+            form = _form()
+        except WorkspaceError as exc:
+            return self.keys_page(error=str(exc), status=400)
+        session = self._checked_session(form)
+        if session is None:
+            return _redirect("/workspace/login")
+        org = Organization.get_by_id(session["org"])
+        expires_at = None
+        if _field(form, "expires_on"):
+            try:
+                day = dt.date.fromisoformat(_field(form, "expires_on"))
+            except ValueError:
+                return self.keys_page(error="The expiry date is not a date.", status=400)
+            expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+        try:
+            _, plain = auth.create_key(org, _field(form, "environment"), form.get("scopes", []), self.secret,
+                                       name=_field(form, "name")[:200], expires_at=expires_at)
+        except ValueError as exc:
+            return self.keys_page(error=f"The key was not created: {exc}.", status=400)
+        return self.keys_page(shown_key=plain, status=201)
+
+    def revoke_key(self, key_id: str):
+        try:
+            form = _form()
+        except WorkspaceError as exc:
+            return self.keys_page(error=str(exc), status=400)
+        session = self._checked_session(form)
+        if session is None:
+            return _redirect("/workspace/login")
+        key = ApiKey.get_or_none((ApiKey.id == key_id) & (ApiKey.organization == session["org"]))
+        if key is None:
+            return self.keys_page(error="No such key.", status=404)
+        if key.revoked_at is None:
+            key.revoked_at = utcnow()
+            key.save()
+        return _redirect("/workspace/keys")
+
+
+def routes(app, secret: bytes) -> None:
+    """The workspace's part of the URL map."""
+    workspace = Workspace(Sessions(secret), secret)
+    app.route("/workspace", "GET", workspace.index)
+    app.route("/workspace/login", "GET", workspace.login_page)
+    app.route("/workspace/login", "POST", workspace.login)
+    app.route("/workspace/logout", "POST", workspace.logout)
+    app.route("/workspace/keys", "GET", workspace.keys_page)
+    app.route("/workspace/keys", "POST", workspace.create_key)
+    app.route("/workspace/keys/<key_id>/revoke", "POST", workspace.revoke_key)
