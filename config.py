@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -89,7 +89,6 @@ class Config:
     webhook_allow_private_live: bool = False
     threads: int = 8
     log_requests: bool = True
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> "Config":
