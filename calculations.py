@@ -127,7 +127,6 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
     })
     try:
         with db.atomic():
-            limits.consume(organization_id, environment, test_capacity_default, now=created_at)
             Calculation.insert(
                 id=calculation_id, organization=organization_id, environment=environment,
                 customer=customer.id, external_reference=payload["external_reference"],
@@ -138,6 +137,9 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
                 factor_version=factor.version, factor_value=factor.value, request_id=request_id,
                 body=body, created_at=created_at,
             ).execute()
+            # Counted after the insert: a concurrent request with the same key fails on the unique
+            # key above and becomes a replay, which capacity never blocks.
+            limits.consume(organization_id, environment, test_capacity_default, now=created_at)
             customers.add_to_rollup(customer.id, environment, payload["mode"], payload["business_context"],
                                     activity, emissions, activity_date)
             webhooks.record_event(organization_id, environment, "calculation.succeeded", body)

@@ -13,6 +13,7 @@ import peewee as pw
 
 import auth
 import factors
+import limits
 import migrations
 import models
 import workspace
@@ -51,11 +52,15 @@ def parse_timestamp(raw: str | None) -> dt.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
+MAX_CAPACITY = 2**31 - 1  # the column is a 32-bit integer on PostgreSQL
+
+
 def capacity(raw: str) -> int | None:
+    """A monthly capacity: a whole number, or 'none'."""
     if raw.lower() == "none":
         return None
-    if not raw.isdigit():
-        raise CommandError(f"capacity must be a whole number or 'none', got {raw}")
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > MAX_CAPACITY:
+        raise CommandError(f"capacity must be a whole number from 0 to {MAX_CAPACITY} or 'none', got {raw!r}")
     return int(raw)
 
 
@@ -91,7 +96,8 @@ def cmd_org_create(args, config):
         raise CommandError("slug must be lowercase letters, digits and dashes")
     try:
         org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
-                                  live_capacity=args.live_capacity)
+                                  live_capacity=None if args.live_capacity is None
+                                  else capacity(args.live_capacity))
     except pw.IntegrityError:
         raise CommandError(f"an organization with slug {slug} already exists") from None
     emit(args, org.to_dict())
@@ -206,6 +212,25 @@ def cmd_factor_list(args, config):
         or "no factors")
 
 
+def cmd_usage(args, config):
+    org = organization(args.org)
+    if args.period is None:
+        period = limits.current_period()
+    elif re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])", args.period):
+        period = args.period
+    else:
+        raise CommandError(f"period must be YYYY-MM, got {args.period!r}")
+    used = limits.usage(org, period)
+    environments = {environment: {"used": used[environment],
+                                  "capacity": limits.capacity_for(org, environment, config.test_capacity)}
+                    for environment in ("test", "live")}
+    emit(args, {"organization": org.slug, "period": period, "environments": environments},
+         "\n".join([f"{org.slug}, {period}"] + [
+             f"{environment}: {numbers['used']} of "
+             f"{'unlimited' if numbers['capacity'] is None else numbers['capacity']}"
+             for environment, numbers in environments.items()]))
+
+
 def cmd_serve(args, config):
     import server
 
@@ -277,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--name", required=True)
     sub.add_argument("--slug")
     sub.add_argument("--not-entitled", action="store_true")
-    sub.add_argument("--live-capacity", type=int)
+    sub.add_argument("--live-capacity", help="a whole number; unlimited when left out")
     sub = command(orgs, "update", cmd_org_update, "change an organization")
     sub.add_argument("slug")
     sub.add_argument("--status", choices=["active", "suspended"])
@@ -286,6 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--live-capacity", help="a whole number, or none for unlimited")
     sub.add_argument("--test-capacity", help="a whole number, or none for the sandbox default")
     command(orgs, "list", cmd_org_list, "list organizations")
+
+    sub = command(commands, "usage", cmd_usage, "billable calculations and capacity of a month")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--period", help="YYYY-MM (UTC); the current month when left out")
 
     keys = group("key", "API keys")
     sub = command(keys, "create", cmd_key_create, "create an API key (shown once)")

@@ -24,16 +24,21 @@ class TokenBucket:
 class RateLimiter:
     """Per-key token buckets held in this process (see README: several instances)."""
 
+    # Elapsed time and refills are float arithmetic ((0.3 + 2) - 0.3 is 1.9999999999999998);
+    # without this slack a client that waited the whole Retry-After could be refused once more.
+    EPSILON = 1e-9
+
     def __init__(self, rate: float, burst: int, clock=time.monotonic):
         self.rate = rate
-        self.burst = max(burst, 1) if rate > 0 else 0
+        self.burst = burst
         self.clock = clock
         self._buckets: dict[str, TokenBucket] = {}
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
-        return self.rate > 0
+        """Off when either the rate or the burst is 0."""
+        return self.rate > 0 and self.burst > 0
 
     def check(self, key_id: str) -> None:
         """Take a token for this key or raise RATE_LIMITED with a truthful Retry-After."""
@@ -44,18 +49,25 @@ class RateLimiter:
             bucket = self._buckets.get(key_id)
             if bucket is None:
                 bucket = self._buckets[key_id] = TokenBucket(self.burst, now)
-            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
+            elapsed = max(0.0, now - bucket.updated)
+            bucket.tokens = min(self.burst, bucket.tokens + elapsed * self.rate)
             bucket.updated = now
-            if bucket.tokens >= 1:
-                bucket.tokens -= 1
+            if bucket.tokens >= 1 - self.EPSILON:
+                bucket.tokens = max(0.0, bucket.tokens - 1)
                 return
-            wait = math.ceil((1 - bucket.tokens) / self.rate)
-        raise LimitReached(f"Too many requests for this API key; retry after {max(1, wait)} seconds.",
+            # Whole seconds after which the bucket holds one token again; at least 1.
+            wait = max(1, math.ceil((1 - bucket.tokens) / self.rate))
+        raise LimitReached(f"Too many requests for this API key; retry after {wait} seconds.",
                            retry_after=wait)
 
 
 def period_of(moment: dt.datetime) -> str:
+    """The billing period of a UTC moment: its calendar month, "2026-11"."""
     return moment.strftime("%Y-%m")
+
+
+def current_period() -> str:
+    return period_of(utcnow())
 
 
 def seconds_to_next_month(moment: dt.datetime) -> int:

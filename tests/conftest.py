@@ -9,6 +9,7 @@ from decimal import Decimal
 import peewee as pw
 import pytest
 import waitress
+from waitress import wasyncore
 from webtest import TestApp
 
 import auth
@@ -167,7 +168,10 @@ class LiveServer:
         return self
 
     def __exit__(self, *exc):
-        self.server.close()
+        # Close the sockets from inside the serving thread: its loop then ends, instead of
+        # polling a descriptor closed under it (EBADF in the thread).
+        self.server.trigger.pull_trigger(lambda: wasyncore.close_all(self.server._map, ignore_all=True))
+        self.thread.join(timeout=10)
         self.server.task_dispatcher.shutdown()
 
 
