@@ -117,7 +117,8 @@ class ApiPlugin:
         def wrapper(*args, **kwargs):
             try:
                 if authenticated:
-                    principal = auth.authenticate(service.keys, bottle.request.get_header("Authorization"))
+                    # Raw from the environ: bottle's get_header raises on bytes that are not UTF-8.
+                    principal = auth.authenticate(service.keys, bottle.request.environ.get("HTTP_AUTHORIZATION"))
                     bottle.request.environ["emissions.key_id"] = principal.key_id
                     auth.require_scopes(principal, any_of=any_of or (), all_of=all_of or ())
                     service.limiter.check(principal.key_id)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import string
 import threading
@@ -17,6 +18,7 @@ from models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
 BASE62 = string.digits + string.ascii_letters
 KEY_RANDOM_LENGTH = 40  # base62 characters, about 238 bits
 KEY_PREFIXES = {"test": "service_test_", "live": "service_live_"}
+KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,200}$")
 
 
 def random_base62(length: int) -> str:
@@ -129,7 +131,7 @@ def parse_bearer(header: str | None) -> str:
     value = value.strip()
     if scheme.lower() != "bearer" or not value:
         raise AuthenticationError("Authorization must be 'Bearer <API key>'.")
-    if not value.startswith(tuple(KEY_PREFIXES.values())) or len(value) > 200:
+    if not KEY_FORMAT.match(value):
         raise AuthenticationError("The API key is not valid.")
     return value
 
