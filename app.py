@@ -24,6 +24,7 @@ from limits import RateLimiter
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_IDEMPOTENCY_KEY = 200
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 JSON_TYPE = "application/json"
 SECURITY_HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"))
@@ -159,11 +160,16 @@ def read_json_body() -> dict:
 
 
 def idempotency_key() -> str:
-    key = bottle.request.get_header("Idempotency-Key")
+    try:
+        key = bottle.request.get_header("Idempotency-Key")
+    except UnicodeDecodeError:  # bottle decodes header bytes as UTF-8
+        raise InvalidRequest("The Idempotency-Key header must be UTF-8 text.") from None
     if key is None or not key.strip():
         raise InvalidRequest("The Idempotency-Key header is required on POST.", code="IDEMPOTENCY_KEY_REQUIRED")
     if len(key) > MAX_IDEMPOTENCY_KEY:
         raise InvalidRequest("The Idempotency-Key header must be at most 200 characters.")
+    if CONTROL_CHARACTERS.search(key):  # HTTP servers differ in what they let through; databases refuse NUL
+        raise InvalidRequest("The Idempotency-Key header must not contain control characters.")
     return key
 
 

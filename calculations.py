@@ -36,7 +36,8 @@ def round6(value: Decimal) -> Decimal:
 def compute(cargo_tonnes: Decimal, distance_km: Decimal, factor_value: Decimal) -> tuple[Decimal, Decimal]:
     """(activity tkm, emissions kgCO2e), each rounded half-even to 6 places; emissions use the rounded tkm."""
     with localcontext() as context:
-        context.prec = 60  # wide enough that only the documented rounding ever happens
+        # Wide enough for both exact products, so that only the documented rounding ever happens.
+        context.prec = 60 + sum(len(value.as_tuple().digits) for value in (cargo_tonnes, distance_km, factor_value))
         activity = round6(cargo_tonnes * distance_km)
         emissions = round6(activity * factor_value)
     return activity, emissions

@@ -25,10 +25,22 @@ def loads(raw: bytes | str):
         raise InvalidJson(str(exc)) from None
 
 
+PLAIN_EXPONENT_LIMIT = 100  # beyond it, plain digits would be far longer than what was written
+
+
 def decimal_text(value: Decimal) -> str:
-    """A decimal as plain digits without exponent or trailing zeros: 1.250000 -> 1.25."""
+    """A decimal without trailing zeros, the same text for the same value: 1.250000 -> 1.25.
+
+    Plain digits, except for magnitudes beyond 1e+-100, written 1.5E-400: plain digits of a
+    number like 1e-999999999 would take a gigabyte.
+    """
     if value.is_zero():
         return "0"
+    if abs(value.adjusted()) > PLAIN_EXPONENT_LIMIT:
+        sign, digits, _ = value.as_tuple()
+        text = "".join(map(str, digits)).rstrip("0")
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return ("-" if sign else "") + f"{mantissa}E{value.adjusted():+d}"
     text = format(value, "f")  # exact: no context rounding, unlike normalize()
     if "." in text:
         text = text.rstrip("0").rstrip(".")

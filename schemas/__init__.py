@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,11 +32,22 @@ def _registry() -> Registry:
     return Registry().with_resource(DOCUMENT_URI, resource)
 
 
+def _max_decimal_places(validator, limit: int, instance, schema):
+    """The document's x-maxDecimalPlaces: digits after the point as written (the databases bound them)."""
+    if isinstance(instance, Decimal) and instance.is_finite() and -instance.as_tuple().exponent > limit:
+        yield jsonschema.ValidationError(f"has more than {limit} decimal places")
+
+
+# Draft 2020-12 plus the document's own x-maxDecimalPlaces keyword.
+RequestValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"x-maxDecimalPlaces": _max_decimal_places})
+
+
 @lru_cache(maxsize=None)
 def validator(component: str) -> jsonschema.Draft202012Validator:
     """A compiled validator for components/schemas/<component>, with format checks on."""
     schema = {"$ref": f"{DOCUMENT_URI}#/components/schemas/{component}"}
-    return jsonschema.Draft202012Validator(
+    return RequestValidator(
         schema, registry=_registry(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
 
@@ -45,6 +57,9 @@ def path_parameter_pattern(name: str) -> re.Pattern:
     """The compiled pattern of a shared path parameter, e.g. customerReference."""
     return re.compile(openapi()["components"]["parameters"][name]["schema"]["pattern"])
 
+
+TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"  # text the databases can store: no NUL, no lone surrogate
+MAX_DETAILS = 50  # a body of thousands of unknown fields gets a bounded answer
 
 TYPE_NAMES = {"object": "an object", "number": "a number", "string": "a string", "integer": "an integer",
               "array": "an array", "null": "null", "boolean": "true or false"}
@@ -76,15 +91,18 @@ def _explain(error: jsonschema.ValidationError) -> list[dict]:
         "minLength": lambda: "must not be empty" if value == 1 else f"must be at least {value} characters",
         "exclusiveMinimum": lambda: f"must be greater than {value}",
         "maximum": lambda: f"must be at most {value}",
+        "x-maxDecimalPlaces": lambda: f"must have at most {value} decimal places",
         "format": lambda: f"must be a valid {value} (YYYY-MM-DD)" if value == "date" else f"must be a valid {value}",
-        "pattern": lambda: "must be a calendar date YYYY-MM-DD" if where == "activity_date" else "has an invalid format",
+        "pattern": lambda: ("must be a calendar date YYYY-MM-DD" if where == "activity_date"
+                            else "must not contain NUL characters or unpaired surrogates" if value == TEXT_PATTERN
+                            else "has an invalid format"),
     }
     message = messages.get(keyword, lambda: "is invalid")()
     return [{"field": where or "body", "message": message}]
 
 
 def validation_details(component: str, instance) -> list[dict]:
-    """Every violation of the component schema as {field, message}; empty when valid."""
+    """The violations of the component schema as {field, message}, by field, at most MAX_DETAILS; empty when valid."""
     details: list[dict] = []
     seen = set()
     for error in validator(component).iter_errors(instance):
@@ -94,4 +112,4 @@ def validation_details(component: str, instance) -> list[dict]:
                 seen.add(key)
                 details.append(detail)
     details.sort(key=lambda d: d["field"])
-    return details
+    return details[:MAX_DETAILS]
