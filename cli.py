@@ -16,6 +16,7 @@ import factors
 import limits
 import migrations
 import models
+import webhooks
 import workspace
 from config import Config, ConfigError
 from models import Customer, Organization, SCOPES
@@ -231,6 +232,83 @@ def cmd_usage(args, config):
              for environment, numbers in environments.items()]))
 
 
+def cmd_webhook_set(args, config):
+    org = organization(args.org)
+    try:
+        endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
+                                                 allow_private_live=config.webhook_allow_private_live)
+    except webhooks.WebhookError as exc:
+        raise CommandError(str(exc)) from None
+    emit(args, {"url": endpoint.url, "secret": secret},
+         f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
+
+
+def cmd_webhook_rotate(args, config):
+    try:
+        endpoint, secret = webhooks.rotate_secret(organization(args.org).id, args.env)
+    except webhooks.WebhookError as exc:
+        raise CommandError(str(exc)) from None
+    emit(args, {"url": endpoint.url, "secret": secret},
+         f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
+
+
+def cmd_webhook_remove(args, config):
+    try:
+        endpoint = webhooks.remove_endpoint(organization(args.org).id, args.env)
+    except webhooks.WebhookError as exc:
+        raise CommandError(str(exc)) from None
+    emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
+
+
+def cmd_webhook_show(args, config):
+    endpoint = webhooks.endpoint_for(organization(args.org).id, args.env)
+    if endpoint is None:
+        raise CommandError(f"no webhook endpoint is set for {args.org} ({args.env})")
+    emit(args, endpoint.to_dict())
+
+
+def cmd_webhook_deliveries(args, config):
+    if args.limit < 1:
+        raise CommandError("--limit must be at least 1")
+    org_id = organization(args.org).id if args.org else None
+    rows = webhooks.recent_deliveries(org_id, args.env, args.limit)
+    lines = []
+    for row in rows:
+        lines.append(f"{row['created_at']}  {row['event_id']}  {row['type']}  {row['organization']}/"
+                     f"{row['environment']}  {row['delivery_status']}  attempts={row['attempt_count']}")
+        for attempt in row["attempts"]:
+            lines.append(f"    #{attempt['number']} {attempt['attempted_at']}  "
+                         f"{attempt['status_code'] or '-'}  {attempt['latency_ms']} ms  {attempt['error'] or ''}")
+    emit(args, {"deliveries": rows}, "\n".join(lines) or "no webhook events")
+
+
+def cmd_webhook_redeliver(args, config):
+    try:
+        event = webhooks.redeliver(args.event_id)
+    except webhooks.WebhookError as exc:
+        raise CommandError(str(exc)) from None
+    emit(args, event.to_dict(), f"queued {event.id} for delivery")
+
+
+def cmd_deliver(args, config):
+    """Deliver due webhooks: once (--once), or every WEBHOOK_POLL_SECONDS until SIGTERM or Ctrl-C."""
+    deliverer = webhooks.Deliverer(config)
+    try:
+        if args.once:
+            emit(args, deliverer.run_once())
+            return
+        import server
+
+        server._configure_logging()
+        signal.signal(signal.SIGTERM, lambda signum, frame: deliverer.stop())
+        signal.signal(signal.SIGINT, lambda signum, frame: deliverer.stop())
+        print(f"Delivering webhooks every {config.webhook_poll_seconds} s", flush=True)
+        deliverer.run_forever(config.webhook_poll_seconds)
+        print("Stopped.", flush=True)
+    finally:
+        deliverer.close()
+
+
 def cmd_serve(args, config):
     import server
 
@@ -361,6 +439,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(facts, "retire", cmd_factor_retire, "retire the active version")
     sub.add_argument("reference")
     command(facts, "list", cmd_factor_list, "list factors")
+
+    hooks = group("webhook", "the webhook endpoint and its deliveries")
+    for name, handler, help_text in (
+            ("set", cmd_webhook_set, "set the endpoint URL (a new secret, shown once)"),
+            ("rotate", cmd_webhook_rotate, "give the endpoint a new secret (shown once)"),
+            ("remove", cmd_webhook_remove, "remove the endpoint"),
+            ("show", cmd_webhook_show, "show the endpoint and its status")):
+        sub = command(hooks, name, handler, help_text)
+        sub.add_argument("--org", required=True)
+        sub.add_argument("--env", required=True, choices=["test", "live"])
+        if name == "set":
+            sub.add_argument("--url", required=True)
+    sub = command(hooks, "deliveries", cmd_webhook_deliveries, "recent events with their delivery attempts")
+    sub.add_argument("--org")
+    sub.add_argument("--env", choices=["test", "live"])
+    sub.add_argument("--limit", type=int, default=20)
+    sub = command(hooks, "redeliver", cmd_webhook_redeliver, "queue a finished event for delivery again")
+    sub.add_argument("event_id")
+    sub = command(commands, "deliver", cmd_deliver, "deliver due webhooks until stopped (or --once)")
+    sub.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
     return parser
 
 

@@ -327,6 +327,18 @@ class WebhookEndpoint(BaseModel):
     class Meta:
         indexes = ((("organization", "environment"), True),)
 
+    def to_dict(self) -> dict:
+        """The endpoint without its secret (the secret is shown once, when set or rotated)."""
+        return {
+            "organization": self.organization.slug,
+            "environment": self.environment,
+            "url": self.url,
+            "status": self.status,
+            "disabled_reason": self.disabled_reason,
+            "created_at": isoformat(self.created_at),
+            "updated_at": isoformat(self.updated_at),
+        }
+
 
 class WebhookEvent(BaseModel):
     """An event and the state of its delivery (the outbox row)."""
@@ -345,6 +357,20 @@ class WebhookEvent(BaseModel):
     lock_token = pw.CharField(max_length=36, null=True)
     delivered_at = TimestampField(null=True)
 
+    def to_dict(self, attempts: list[dict] | None = None) -> dict:
+        return {
+            "event_id": self.id,
+            "type": self.type,
+            "organization": self.organization.slug,
+            "environment": self.environment,
+            "created_at": isoformat(self.created_at),
+            "delivery_status": self.delivery_status,
+            "attempt_count": self.attempt_count,
+            "next_attempt_at": isoformat(self.next_attempt_at),
+            "delivered_at": isoformat(self.delivered_at),
+            "attempts": attempts if attempts is not None else [],
+        }
+
 
 class WebhookAttempt(BaseModel):
     event = pw.ForeignKeyField(WebhookEvent, backref="attempts", on_delete="CASCADE")
@@ -355,6 +381,17 @@ class WebhookAttempt(BaseModel):
     latency_ms = pw.IntegerField(null=True)
     error = pw.CharField(max_length=500, null=True)
     response_excerpt = pw.CharField(max_length=1000, null=True)
+
+    def to_dict(self) -> dict:
+        return {
+            "number": self.number,
+            "attempted_at": isoformat(self.attempted_at),
+            "url": self.url,
+            "status_code": self.status_code,
+            "latency_ms": self.latency_ms,
+            "error": self.error,
+            "response_excerpt": self.response_excerpt,
+        }
 
 
 class User(BaseModel):

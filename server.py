@@ -7,6 +7,7 @@ import sys
 
 import waitress
 
+import scheduler as webhook_scheduler
 from app import create_app
 from config import Config
 
@@ -25,12 +26,7 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops."""
     _configure_logging()
     app = create_app(config)
-    scheduler = None
-    try:
-        import scheduler as webhook_scheduler
-        scheduler = webhook_scheduler.start(config)
-    except ImportError:
-        pass
+    scheduler = webhook_scheduler.start(config)
 
     def stop(signum, frame):
         raise SystemExit(0)  # Waitress catches it, closes its sockets and drains its threads
@@ -45,6 +41,5 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
         pass
     finally:
         server.close()
-        if scheduler is not None:
-            scheduler.shutdown(wait=True)
+        scheduler.shutdown(wait=True)
         print("Stopped.", flush=True)

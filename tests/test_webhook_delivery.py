@@ -1,0 +1,418 @@
+"""Webhook delivery over the wire: a real HTTP receiver on loopback, the clock mocked where time matters."""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import scheduler
+import webhooks
+from conftest import logistics_body, make_customer, make_key, post_calculation
+from models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
+from webhook_receiver import Receiver, readme_verify
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Clock:
+    """A settable clock for the Deliverer (schedules and leases without waiting)."""
+
+    def __init__(self):
+        self.now = utcnow()
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def receiver():
+    receiver = Receiver()
+    yield receiver
+    receiver.close()
+
+
+def endpoint(persona, url: str, environment: str = "test") -> str:
+    """Set the persona's endpoint; return its secret."""
+    return webhooks.set_endpoint(persona.org.id, environment, url)[1]
+
+
+def deliverer(config, **kwargs) -> webhooks.Deliverer:
+    return webhooks.Deliverer(config, **kwargs)
+
+
+def attempts_of(event_id: str) -> list[WebhookAttempt]:
+    return list(WebhookAttempt.select().where(WebhookAttempt.event == event_id).order_by(WebhookAttempt.number))
+
+
+def by_hand(secret: str, received) -> str:
+    """The documented formula, written out independently of webhooks.sign."""
+    message = (received.headers["X-Service-Webhook-Id"] + "." + received.headers["X-Service-Webhook-Timestamp"]
+               + ".").encode() + received.body
+    return "v1=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+@pytest.mark.on_both
+def test_succeeded_event_is_signed_with_the_documented_formula(client, config, acme, receiver):
+    secret = endpoint(acme, receiver.url)
+    created = post_calculation(client, acme, status=201)
+    worker = deliverer(config)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+
+    [received] = receiver.received
+    event = WebhookEvent.get()
+    assert received.path == "/hooks"
+    assert received.headers["Content-Type"] == "application/json"
+    assert received.headers["X-Service-Webhook-Id"] == event.id
+    assert received.headers["X-Service-Webhook-Signature"] == by_hand(secret, received)
+    assert readme_verify()(secret, received.headers, received.body) == event.id
+    assert webhooks.verify(secret, received.headers, received.body) == event.id
+    body = json.loads(received.body)
+    assert body == {"id": event.id, "type": "calculation.succeeded", "created_at": body["created_at"],
+                    "environment": "test", "data": created.json}
+    assert body["data"] == client.get(f"/v1/calculations/{created.json['id']}", headers=acme.headers()).json
+    assert received.body == event.payload.encode()
+    [attempt] = attempts_of(event.id)
+    assert (attempt.number, attempt.status_code, attempt.error, attempt.response_excerpt) == (
+        1, 200, None, "answer 200")
+    event = WebhookEvent.get()
+    assert (event.delivery_status, event.attempt_count, event.lock_token) == ("succeeded", 1, None)
+    assert event.delivered_at is not None
+
+
+@pytest.mark.on_both
+def test_retries_follow_the_schedule_with_the_same_id_and_a_fresh_timestamp(client, config, acme):
+    receiver = Receiver(statuses=[500, 503])
+    secret = endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    clock = Clock()
+    worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock)
+    started = clock.now
+
+    assert worker.run_once() == {"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}
+    assert WebhookEvent.get().next_attempt_at == started + dt.timedelta(seconds=5)
+    clock.advance(4)
+    assert worker.run_once()["pending"] == 0 and len(receiver.received) == 1  # not due yet
+    clock.advance(1)
+    assert worker.run_once()["pending"] == 1
+    assert WebhookEvent.get().next_attempt_at == started + dt.timedelta(seconds=305)
+    clock.advance(300)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+    receiver.close()
+
+    assert len({r.headers["X-Service-Webhook-Id"] for r in receiver.received}) == 1
+    assert [int(r.headers["X-Service-Webhook-Timestamp"]) for r in receiver.received] == [
+        int(started.timestamp()), int(started.timestamp()) + 5, int(started.timestamp()) + 305]
+    for received in receiver.received:
+        assert received.headers["X-Service-Webhook-Signature"] == by_hand(secret, received)
+        assert received.body == receiver.received[0].body
+    assert [(a.number, a.status_code) for a in attempts_of(WebhookEvent.get().id)] == [
+        (1, 500), (2, 503), (3, 200)]
+
+
+@pytest.mark.on_both
+def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(client, config, acme):
+    receiver = Receiver(statuses=[500, 500, 500])
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    worker = deliverer(config.with_(webhook_retry_schedule=(0, 0)))
+    assert worker.run_once() == {"succeeded": 0, "pending": 2, "failed": 1, "lease-lost": 0}
+    event = WebhookEvent.get()
+    assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
+
+    assert webhooks.redeliver(event.id).delivery_status == "pending"
+    with pytest.raises(webhooks.WebhookError, match="already queued"):
+        webhooks.redeliver(event.id)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+    receiver.close()
+    assert [(a.number, a.status_code) for a in attempts_of(event.id)] == [(1, 500), (2, 500), (3, 500), (4, 200)]
+    assert len(receiver.received) == 4
+    assert WebhookEvent.get().delivery_status == "succeeded"
+
+
+@pytest.mark.on_both
+def test_idempotent_replay_sends_nothing(client, config, acme, receiver):
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    post_calculation(client, acme, status=200)
+    post_calculation(client, acme, status=200)
+    worker = deliverer(config)
+    worker.run_once()
+    worker.run_once()
+    worker.close()
+    assert len(receiver.received) == 1
+    assert WebhookEvent.select().count() == 1
+
+
+@pytest.mark.on_both
+def test_calculation_failed_carries_the_error_reference_of_the_422(client, config, acme, receiver):
+    secret = endpoint(acme, receiver.url)
+    failed = post_calculation(client, acme, status=422, activity_date="2024-06-30")
+    worker = deliverer(config)
+    worker.run_once()
+    worker.close()
+
+    [received] = receiver.received
+    assert received.headers["X-Service-Webhook-Signature"] == by_hand(secret, received)
+    body = json.loads(received.body)
+    assert body["type"] == "calculation.failed"
+    assert body["data"] == {
+        "external_reference": "shipment-1",
+        "customer": {"reference": "cust-1"},
+        "error": {"code": "CALCULATION_FAILED", "message": failed.json["error"]["message"],
+                  "request_id": failed.headers["X-Request-Id"]},
+    }
+    assert failed.json["error"]["request_id"] == failed.headers["X-Request-Id"]
+
+
+@pytest.mark.on_both
+def test_a_receiver_that_is_down_then_up_gets_every_event(client, config, acme):
+    receiver = Receiver(listening=False)
+    secret = endpoint(acme, receiver.url)
+    for number in range(3):
+        post_calculation(client, acme, f"idem-{number}", status=201, external_reference=f"s-{number}")
+    post_calculation(client, acme, "idem-failed", status=422, activity_date="2024-06-30")
+    clock = Clock()
+    worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock)
+    assert worker.run_once()["pending"] == 4
+    assert {a.error.split(":")[0] for a in WebhookAttempt.select()} == {"ConnectionError"}
+    clock.advance(5)
+    assert worker.run_once()["pending"] == 4
+
+    receiver.listen()
+    clock.advance(300)
+    assert worker.run_once()["succeeded"] == 4
+    worker.close()
+    receiver.close()
+    assert sorted(r.event_id for r in receiver.received) == sorted(e.id for e in WebhookEvent.select())
+    assert all(r.headers["X-Service-Webhook-Signature"] == by_hand(secret, r) for r in receiver.received)
+
+
+@pytest.mark.on_both
+def test_a_delivery_claimed_by_a_worker_that_died_is_sent_after_its_lease(client, config, acme, receiver):
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    clock = Clock()
+    dying = deliverer(config, clock=clock, lease_seconds=60)
+    [claim] = dying.claim(10)  # the lease is taken, then the process "dies" before sending
+    assert WebhookEvent.get().delivery_status == "delivering"
+
+    other = deliverer(config, clock=clock, lease_seconds=60)
+    clock.advance(59)
+    assert sum(other.run_once().values()) == 0
+    assert receiver.received == []
+    clock.advance(2)
+    assert other.run_once()["succeeded"] == 1
+    assert [r.event_id for r in receiver.received] == [claim.event_id]
+
+    # Should the first worker wake up after all, it cannot move the delivery on any more.
+    assert dying.complete(claim, dying.send(claim)) == "lease-lost"
+    assert WebhookEvent.get().delivery_status == "succeeded"
+    dying.close()
+    other.close()
+
+
+@pytest.mark.on_both
+def test_workers_running_at_once_never_send_the_same_attempt(config, acme, receiver):
+    EVENTS = 80
+    endpoint(acme, receiver.url)
+    for number in range(EVENTS):
+        webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    workers = [deliverer(config, batch_size=2, threads=2) for _ in range(4)]
+    start = threading.Barrier(len(workers))
+    results: list[dict] = []
+
+    def work(worker):
+        start.wait()
+        results.append(worker.run_once())
+
+    threads = [threading.Thread(target=work, args=(worker,)) for worker in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for worker in workers:
+        worker.close()
+
+    sent = collections.Counter(r.event_id for r in receiver.received)
+    assert len(sent) == EVENTS and set(sent.values()) == {1}
+    assert sum(result["succeeded"] for result in results) == EVENTS
+    assert WebhookAttempt.select().count() == EVENTS
+    assert {e.delivery_status for e in WebhookEvent.select()} == {"succeeded"}
+
+
+@pytest.mark.on_both
+def test_410_disables_the_endpoint_and_later_deliveries_wait_for_a_new_one(client, config, acme):
+    receiver = Receiver(statuses=[410])
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, "first", status=201)
+    worker = deliverer(config)
+    assert worker.run_once()["failed"] == 1
+    stored = WebhookEndpoint.get()
+    assert stored.status == "disabled" and "410" in stored.disabled_reason
+
+    post_calculation(client, acme, "second", status=201, external_reference="s-2")
+    assert WebhookEvent.get(WebhookEvent.payload.contains('"s-2"')).delivery_status == "skipped"
+    with pytest.raises(webhooks.WebhookError, match="no enabled webhook endpoint"):
+        webhooks.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id)
+
+    endpoint(acme, receiver.url)  # the operator sets it again: enabled
+    skipped = WebhookEvent.get(WebhookEvent.delivery_status == "skipped")
+    webhooks.redeliver(skipped.id)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+    receiver.close()
+    assert [r.event_id for r in receiver.received][-1] == skipped.id
+
+
+@pytest.mark.on_both
+def test_pending_deliveries_wait_while_the_endpoint_is_disabled(client, config, acme, receiver):
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    WebhookEndpoint.update(status="disabled").execute()
+    worker = deliverer(config)
+    assert sum(worker.run_once().values()) == 0
+    assert WebhookEvent.get().delivery_status == "pending"
+    endpoint(acme, receiver.url)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+
+
+@pytest.mark.on_both
+def test_a_redirect_is_a_failed_attempt_and_is_not_followed(client, config, acme):
+    receiver = Receiver(statuses=[302])
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    worker = deliverer(config)
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    receiver.close()
+    assert [r.path for r in receiver.received] == ["/hooks"]
+    [attempt] = attempts_of(WebhookEvent.get().id)
+    assert attempt.status_code == 302 and attempt.response_excerpt == "answer 302"
+
+
+@pytest.mark.on_both
+def test_a_live_endpoint_that_now_resolves_privately_is_not_contacted(client, config, secret, acme, receiver):
+    live_key = make_key(acme.org, secret, environment="live")
+    make_customer(acme.org, environment="live")
+    # Stored directly, as if DNS had pointed to a public address when it was set.
+    WebhookEndpoint.create(organization=acme.org, environment="live", url=receiver.url, secret="whsec_x")
+    client.post_json("/v1/emissions/logistics", logistics_body(),
+                     headers={"Authorization": f"Bearer {live_key}", "Idempotency-Key": "live-1"}, status=201)
+    worker = deliverer(config)
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    assert receiver.received == []
+    [attempt] = attempts_of(WebhookEvent.get().id)
+    assert attempt.status_code is None and attempt.error.startswith("refused:") and "loopback" in attempt.error
+
+    allowed = deliverer(config.with_(webhook_allow_private_live=True), clock=lambda: utcnow() + dt.timedelta(
+        seconds=10))
+    assert allowed.run_once()["succeeded"] == 1
+    allowed.close()
+
+
+@pytest.mark.on_both
+def test_the_scheduler_delivers_what_was_committed_before_it_started(client, config, acme, receiver):
+    endpoint(acme, receiver.url)
+    created = post_calculation(client, acme, status=201)  # committed while nothing delivers: a "crash"
+    running = scheduler.start(config)
+    try:
+        assert receiver.wait_for(1)
+    finally:
+        running.shutdown(wait=True)
+    assert json.loads(receiver.received[0].body)["data"]["id"] == created.json["id"]
+    assert WebhookEvent.get().delivery_status == "succeeded"
+
+
+def deliver_process(config, *extra) -> subprocess.Popen:
+    env = {**os.environ, "DATABASE_URL": config.database_url, "WEBHOOK_POLL_SECONDS": "0.05"}
+    return subprocess.Popen([sys.executable, "-m", "cli", "deliver", *extra], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.on_both
+def test_a_worker_killed_mid_delivery_leaves_a_lease_and_the_delivery_is_sent_again(client, config, acme):
+    hold = threading.Event()
+    receiver = Receiver(hold=hold)
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    process = deliver_process(config)
+    try:
+        assert receiver.wait_for(1)  # the request is in flight: the receiver has not answered
+        process.kill()
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    hold.set()
+    event = WebhookEvent.get()
+    assert event.delivery_status == "delivering" and event.lock_token is not None
+    assert attempts_of(event.id) == []
+
+    now_worker = deliverer(config)
+    assert sum(now_worker.run_once().values()) == 0  # the lease still holds
+    now_worker.close()
+    later = deliverer(config, clock=lambda: utcnow() + dt.timedelta(seconds=61))
+    assert later.run_once()["succeeded"] == 1
+    later.close()
+    receiver.close()
+    assert [r.event_id for r in receiver.received] == [event.id, event.id]
+    assert WebhookEvent.get().delivery_status == "succeeded"
+
+
+def test_deliver_command_delivers_until_sigterm(client, config, acme, receiver):
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    process = deliver_process(config)
+    try:
+        assert receiver.wait_for(1)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out.splitlines()[-1] == "Stopped."
+    assert WebhookEvent.get().delivery_status == "succeeded"
+
+
+@pytest.mark.on_both
+def test_deliver_once_and_the_deliveries_listing(client, config, acme, receiver):
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    process = deliver_process(config, "--once", "--json")
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert json.loads(out) == {"succeeded": 1, "pending": 0, "failed": 0, "lease-lost": 0}
+
+    env = {**os.environ, "DATABASE_URL": config.database_url}
+    listing = subprocess.run([sys.executable, "-m", "cli", "webhook", "deliveries", "--org", "acme", "--json"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
+    assert listing.returncode == 0, listing.stderr
+    [row] = json.loads(listing.stdout)["deliveries"]
+    event = WebhookEvent.get()
+    assert {key: row[key] for key in ("event_id", "type", "organization", "environment", "delivery_status",
+                                      "attempt_count")} == {
+        "event_id": event.id, "type": "calculation.succeeded", "organization": "acme", "environment": "test",
+        "delivery_status": "succeeded", "attempt_count": 1}
+    [attempt] = row["attempts"]
+    assert (attempt["number"], attempt["status_code"], attempt["url"]) == (1, 200, receiver.url)

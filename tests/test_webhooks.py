@@ -1,0 +1,263 @@
+"""Webhook endpoints, URL rules, signing, verification, the golden vector and the webhook CLI."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import socket
+import time
+
+import pytest
+
+import cli
+import models
+import webhooks
+from models import WebhookEndpoint, WebhookEvent
+from webhook_receiver import README, readme_verify
+
+GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
+GOLDEN_ID = "9f8c2b1e-4d3a-4b6f-8e21-5c7a9d0e1f23"
+GOLDEN_TIMESTAMP = "1767225600"
+GOLDEN_BODY = ('{"id":"9f8c2b1e-4d3a-4b6f-8e21-5c7a9d0e1f23","type":"calculation.succeeded",'
+               '"created_at":"2026-01-01T00:00:00.000Z","environment":"test",'
+               '"data":{"external_reference":"shipment-1"}}')
+GOLDEN_SIGNATURE = "v1=6dc134afc580bf8c313bd217d3d8706194bea2e188380de8606722b52c8a1bd5"
+
+
+def golden_headers(signature: str = GOLDEN_SIGNATURE, timestamp: str = GOLDEN_TIMESTAMP) -> dict:
+    return {"X-Service-Webhook-Id": GOLDEN_ID, "X-Service-Webhook-Timestamp": timestamp,
+            "X-Service-Webhook-Signature": signature}
+
+
+# --- signing, the golden vector, verification -------------------------------------------------
+
+def test_golden_vector_signs_to_the_documented_signature():
+    assert webhooks.sign(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_TIMESTAMP, GOLDEN_BODY.encode()) == GOLDEN_SIGNATURE
+    by_hand = hmac.new(GOLDEN_SECRET.encode(), f"{GOLDEN_ID}.{GOLDEN_TIMESTAMP}.{GOLDEN_BODY}".encode(),
+                       hashlib.sha256).hexdigest()
+    assert GOLDEN_SIGNATURE == "v1=" + by_hand
+
+
+def test_readme_documents_the_golden_vector_verbatim():
+    text = README.read_text()
+    for value in (GOLDEN_SECRET, GOLDEN_ID, GOLDEN_TIMESTAMP, GOLDEN_BODY, GOLDEN_SIGNATURE):
+        assert value in text
+
+
+def test_readme_receiver_snippet_accepts_the_golden_vector_and_rejects_a_changed_body():
+    verify = readme_verify()
+    forever = 10 ** 12  # the vector's timestamp is in the past
+    assert verify(GOLDEN_SECRET, golden_headers(), GOLDEN_BODY.encode(), tolerance=forever) == GOLDEN_ID
+    with pytest.raises(ValueError):
+        verify(GOLDEN_SECRET, golden_headers(), GOLDEN_BODY.encode() + b" ", tolerance=forever)
+
+
+def test_verify_returns_the_event_id_of_a_fresh_delivery_with_any_header_case():
+    headers = {name.lower(): value for name, value in golden_headers().items()}
+    now = int(GOLDEN_TIMESTAMP) + 299
+    assert webhooks.verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), now=now) == GOLDEN_ID
+
+
+@pytest.mark.parametrize("secret, headers, body, now, reason", [
+    ("whsec_other", golden_headers(), GOLDEN_BODY, 0, "signature does not match"),
+    (GOLDEN_SECRET, golden_headers(), GOLDEN_BODY.replace("shipment-1", "shipment-2"), 0,
+     "signature does not match"),
+    (GOLDEN_SECRET, golden_headers(signature="v1=" + "0" * 64), GOLDEN_BODY, 0, "signature does not match"),
+    (GOLDEN_SECRET, golden_headers(signature=GOLDEN_SIGNATURE.upper()), GOLDEN_BODY, 0,
+     "signature does not match"),
+    (GOLDEN_SECRET, golden_headers(timestamp="1767225601"), GOLDEN_BODY, 0, "signature does not match"),
+    (GOLDEN_SECRET, golden_headers(), GOLDEN_BODY, 301, "outside the tolerance"),
+    (GOLDEN_SECRET, golden_headers(), GOLDEN_BODY, -301, "outside the tolerance"),
+    (GOLDEN_SECRET, golden_headers(timestamp="17672256OO"), GOLDEN_BODY, 0, "not Unix seconds"),
+    (GOLDEN_SECRET, {"X-Service-Webhook-Id": GOLDEN_ID}, GOLDEN_BODY, 0, "missing"),
+])
+def test_verify_refuses_a_forged_stale_or_incomplete_delivery(secret, headers, body, now, reason):
+    with pytest.raises(webhooks.InvalidSignature, match=reason):
+        webhooks.verify(secret, headers, body.encode(), now=int(GOLDEN_TIMESTAMP) + now)
+
+
+def test_signed_headers_carry_the_id_the_timestamp_and_a_v1_signature():
+    headers = webhooks.signed_headers(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_BODY.encode(), int(GOLDEN_TIMESTAMP))
+    assert headers == golden_headers()
+    assert re.fullmatch(r"v1=[a-f0-9]{64}", headers["X-Service-Webhook-Signature"])
+
+
+# --- URL rules ------------------------------------------------------------------------------
+
+def fake_resolver(table: dict[str, list[str]]):
+    """A stand-in for DNS (unreachable from tests): host -> addresses."""
+    def resolve(host, port, type=0):
+        if host not in table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM, 6, "",
+                 (address, port)) for address in table[host]]
+    return resolve
+
+
+DNS = fake_resolver({
+    "hooks.example.com": ["93.184.216.34"],
+    "internal.example.com": ["10.1.2.3"],
+    "mixed.example.com": ["93.184.216.34", "192.168.1.10"],
+    "metadata.example.com": ["169.254.169.254"],
+    "v6-loopback.example.com": ["::1"],
+    "localhost": ["127.0.0.1", "::1"],
+})
+
+
+@pytest.mark.parametrize("url", [
+    "https://hooks.example.com/emissions",
+    "https://hooks.example.com:8443/emissions?source=service",
+    "https://93.184.216.34/hooks",
+])
+def test_live_endpoint_accepts_public_https_urls(url):
+    assert webhooks.validate_url(url, "live", resolve=DNS) == url
+
+
+@pytest.mark.parametrize("url, message", [
+    ("http://hooks.example.com/emissions", "must use https"),
+    ("https://internal.example.com/", "private"),
+    ("https://mixed.example.com/", "private"),
+    ("https://metadata.example.com/latest", "link-local"),
+    ("https://v6-loopback.example.com/", "loopback"),
+    ("https://localhost/hooks", "loopback"),
+    ("https://127.0.0.1/hooks", "loopback"),
+    ("https://10.0.0.1/hooks", "private"),
+    ("https://[::1]/hooks", "loopback"),
+    ("https://[::ffff:127.0.0.1]/hooks", "loopback"),
+    ("https://0.0.0.0/hooks", "private"),
+    ("https://nowhere.example.com/", "does not resolve"),
+    ("https://user:password@hooks.example.com/", "credentials"),
+    ("ftp://hooks.example.com/", "https://"),
+    ("hooks.example.com/emissions", "https://"),
+    ("https:///no-host", "no host"),
+    ("https://hooks.example.com:99999/", "not valid"),
+    ("https://hooks.example.com/a path", "spaces"),
+    ("", "empty"),
+    ("https://hooks.example.com/" + "a" * 2048, "longer than 2048"),
+])
+def test_live_endpoint_refuses_unsafe_or_malformed_urls(url, message):
+    with pytest.raises(webhooks.WebhookError, match=message):
+        webhooks.validate_url(url, "live", resolve=DNS)
+
+
+def test_live_endpoint_may_be_private_when_the_operator_allows_it():
+    url = "https://internal.example.com/hooks"
+    assert webhooks.validate_url(url, "live", allow_private_live=True, resolve=DNS) == url
+
+
+@pytest.mark.parametrize("url", ["http://localhost:4000/hooks", "http://127.0.0.1:4000/hooks",
+                                 "https://internal.example.com/hooks"])
+def test_test_endpoint_may_be_a_local_http_sandbox(url):
+    assert webhooks.validate_url(url, "test", resolve=DNS) == url
+
+
+# --- endpoints ------------------------------------------------------------------------------
+
+@pytest.mark.on_both
+def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme):
+    endpoint, first = webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/a")
+    assert re.fullmatch(r"whsec_[0-9A-Za-z]{32}", first)
+    endpoint.status, endpoint.disabled_reason = "disabled", "gone"
+    endpoint.save()
+    _, second = webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/b")
+    stored = WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id)
+    assert (stored.url, stored.secret, stored.status, stored.disabled_reason) == (
+        "http://localhost:4000/b", second, "enabled", None)
+    assert second != first
+    assert WebhookEndpoint.select().count() == 1
+
+
+@pytest.mark.on_both
+def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
+    _, first = webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/a")
+    endpoint, rotated = webhooks.rotate_secret(acme.org.id, "test")
+    assert rotated != first and endpoint.url == "http://localhost:4000/a"
+    assert webhooks.endpoint_for(acme.org.id, "test").secret == rotated
+    webhooks.remove_endpoint(acme.org.id, "test")
+    assert webhooks.endpoint_for(acme.org.id, "test") is None
+    with pytest.raises(webhooks.WebhookError, match="no webhook endpoint"):
+        webhooks.rotate_secret(acme.org.id, "test")
+
+
+@pytest.mark.on_both
+def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(client, acme):
+    from conftest import post_calculation
+
+    post_calculation(client, acme, "no-endpoint", status=201)
+    webhooks.set_endpoint(acme.org.id, "live", "https://93.184.216.34/hooks")  # another environment
+    post_calculation(client, acme, "live-endpoint-only", status=201, external_reference="s-2")
+    webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks")
+    post_calculation(client, acme, "with-endpoint", status=201, external_reference="s-3")
+    statuses = [event.delivery_status for event in WebhookEvent.select().order_by(WebhookEvent.created_at)]
+    assert sorted(statuses) == ["pending", "skipped", "skipped"]
+    assert WebhookEvent.get(WebhookEvent.delivery_status == "pending").payload.count('"s-3"') == 1
+
+
+# --- the CLI --------------------------------------------------------------------------------
+
+def run_cli(monkeypatch, capsys, config, *argv) -> tuple[int, str, str]:
+    monkeypatch.setenv("DATABASE_URL", config.database_url)
+    models.db.close()
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.on_both
+def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config, acme):
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "test",
+                             "--url", "http://localhost:4000/hooks", "--json")
+    assert (code, err) == (0, "")
+    printed = json.loads(out)
+    assert set(printed) == {"url", "secret"} and printed["url"] == "http://localhost:4000/hooks"
+    assert webhooks.endpoint_for(acme.org.id, "test").secret == printed["secret"]
+
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test",
+                           "--json")
+    assert code == 0 and printed["secret"] not in out
+    assert json.loads(out)["status"] == "enabled"
+
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test",
+                           "--json")
+    rotated = json.loads(out)
+    assert code == 0 and rotated["secret"] != printed["secret"]
+    assert webhooks.endpoint_for(acme.org.id, "test").secret == rotated["secret"]
+
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "remove", "--org", "acme", "--env", "test",
+                           "--json")
+    assert (code, json.loads(out)) == (0, {"url": "http://localhost:4000/hooks", "removed": True})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["webhook", "set", "--org", "acme", "--env", "live", "--url", "http://hooks.example.com/"],
+     "a live endpoint must use https"),
+    (["webhook", "set", "--org", "acme", "--env", "live", "--url", "https://127.0.0.1/hooks"],
+     "loopback"),
+    (["webhook", "set", "--org", "nobody", "--env", "test", "--url", "http://localhost/"],
+     "no organization with slug nobody"),
+    (["webhook", "rotate", "--org", "acme", "--env", "test"], "no webhook endpoint is set for test"),
+    (["webhook", "remove", "--org", "acme", "--env", "live"], "no webhook endpoint is set for live"),
+    (["webhook", "show", "--org", "acme", "--env", "live"], "no webhook endpoint is set"),
+    (["webhook", "redeliver", "00000000-0000-0000-0000-000000000000"], "no webhook event with id"),
+    (["webhook", "deliveries", "--limit", "0"], "--limit must be at least 1"),
+])
+def test_cli_refusals_exit_1_with_one_line(monkeypatch, capsys, config, acme, argv, message):
+    code, out, err = run_cli(monkeypatch, capsys, config, *argv)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and message in err and err.startswith("emissions: ")
+
+
+def test_cli_live_private_url_is_accepted_when_the_operator_allows_it(monkeypatch, capsys, config, acme):
+    monkeypatch.setenv("WEBHOOK_ALLOW_PRIVATE_LIVE", "true")
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "live",
+                             "--url", "https://127.0.0.1:8443/hooks", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["url"] == "https://127.0.0.1:8443/hooks"
+
+
+def test_timestamps_in_signed_headers_are_whole_unix_seconds():
+    now = int(time.time())
+    headers = webhooks.signed_headers("whsec_x", GOLDEN_ID, b"{}", now)
+    assert headers["X-Service-Webhook-Timestamp"] == str(now)
+    assert webhooks.verify("whsec_x", headers, b"{}") == GOLDEN_ID

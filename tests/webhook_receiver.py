@@ -1,0 +1,94 @@
+"""A real HTTP webhook receiver on loopback for the webhook tests, and the README's verify snippet."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+    @property
+    def event_id(self) -> str:
+        return self.headers["X-Service-Webhook-Id"]
+
+
+class Receiver:
+    """Records every POST; answers the scripted statuses in turn, then 200.
+
+    Bound at once (so the URL is known) but listening only from listen(): until then a delivery
+    finds the port refusing connections, like a receiver that is down. With `hold`, each request
+    waits for hold.set() before it is answered.
+    """
+
+    def __init__(self, statuses=(), listening: bool = True, hold: threading.Event | None = None):
+        self.statuses = list(statuses)
+        self.hold = hold
+        self.received: list[Received] = []
+        self.arrived = threading.Condition()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
+        self.server.daemon_threads = True
+        self.server.server_bind()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        self.thread: threading.Thread | None = None
+        if listening:
+            self.listen()
+
+    def listen(self) -> None:
+        self.server.server_activate()
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.server.shutdown()
+        self.server.server_close()
+
+    def wait_for(self, count: int, timeout: float = 15.0) -> bool:
+        """Wait until `count` requests have arrived (a generous bound, not a timing assertion)."""
+        with self.arrived:
+            return self.arrived.wait_for(lambda: len(self.received) >= count, timeout)
+
+    def _handler(self):
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.arrived:
+                    receiver.received.append(Received(self.path, dict(self.headers.items()), body, time.time()))
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    receiver.arrived.notify_all()
+                if receiver.hold is not None:
+                    receiver.hold.wait(30)
+                self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", "/elsewhere")
+                answer = f"answer {status}".encode()
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        return Handler
+
+
+def readme_verify():
+    """The `verify` function of the first Python block in README's Webhooks section, as a receiver would copy it."""
+    section = README.read_text().split("\n## Webhooks\n", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    return namespace["verify"]
