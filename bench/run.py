@@ -1,0 +1,329 @@
+"""Benchmark the service against the framework's own ceiling, side by side, in one run.
+
+Starts `emissions serve` on a fresh SQLite file (seeded through the CLI) and a bare Bottle app on
+Waitress with the same thread count (bench/bare_app.py), drives each scenario with wrk, and prints
+requests/s, p50 and p99 per scenario and the ratio of each to the bare app. Writes the results as
+JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--duration 8] [--connections 16]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+BIN = Path(sys.executable).parent
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+TARGETS = {"post_ratio": 0.5, "get_ratio": 0.7, "p99_ratio": 3.0}
+BODY = {
+    "customer_reference": "bench-customer",
+    "external_reference": "shipment-0001",
+    "mode": "ROAD",
+    "origin": {"code": "GBLON", "label": "London", "country": "GB"},
+    "destination": {"code": "GBMNC", "label": "Manchester", "country": "GB"},
+    "cargo": {"value": 12.5, "unit": "tonne"},
+    "distance": {"value": 320, "unit": "km"},
+    "activity_date": "2026-03-01",
+    "factor_reference": "bench-road",
+}
+
+# One wrk script per scenario. `response` checks every status, `request` (fresh keys only) gives
+# each request its own Idempotency-Key; `done` prints one JSON line that run.py parses.
+LUA = r"""
+wrk.method = "{method}"
+wrk.path = "{path}"
+{headers}
+wrk.body = {body}
+local expected = {expected}
+local fresh = {fresh}
+local threads = {{}}
+local counter = 0
+
+function setup(thread)
+  thread:set("tid", #threads + 1)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  unexpected = 0
+  prefix = "{label}-" .. tid .. "-"
+end
+
+if fresh then
+  function request()
+    counter = counter + 1
+    wrk.headers["Idempotency-Key"] = prefix .. counter
+    return wrk.format()
+  end
+end
+
+function response(status, headers, body)
+  if status ~= expected then
+    unexpected = unexpected + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local bad = 0
+  for _, thread in ipairs(threads) do
+    bad = bad + thread:get("unexpected")
+  end
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_RESULT {{"requests": %d, "duration_us": %d, "unexpected_status": %d, "connect": %d, ' ..
+    '"read": %d, "write": %d, "timeout": %d, "p50_us": %d, "p90_us": %d, "p99_us": %d, ' ..
+    '"max_us": %d, "mean_us": %.1f}}\n',
+    summary.requests, summary.duration, bad, e.connect, e.read, e.write, e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean))
+end
+"""
+
+
+def ensure_wrk() -> str:
+    """The wrk binary; installed from Debian's packages when missing (needs root or sudo)."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("wrk is not installed; installing it with apt-get (Debian package 'wrk') ...", flush=True)
+    prefix = [] if os.geteuid() == 0 else ["sudo"]
+    subprocess.run(prefix + ["apt-get", "install", "-y", "-q", "wrk"], check=True,
+                   stdout=subprocess.DEVNULL)
+    found = shutil.which("wrk")
+    if not found:
+        sys.exit("bench: wrk is still not on PATH after apt-get install wrk")
+    return found
+
+
+def cli(env: dict, *args: str) -> dict:
+    """Run one `emissions ... --json` command and return its JSON."""
+    done = subprocess.run([str(BIN / "emissions"), *args, "--json"], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench: emissions {' '.join(args)} failed: {done.stderr.strip()}")
+    return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def seed(env: dict) -> str:
+    """Organization, all-scope test key, customer and factor, through the operator CLI; returns the key."""
+    cli(env, "migrate")
+    cli(env, "org", "create", "--name", "Bench", "--slug", "bench")
+    cli(env, "org", "update", "bench", "--test-capacity", "1000000000")
+    cli(env, "customer", "create", "--org", "bench", "--env", "test", "--reference", "bench-customer",
+        "--name", "Bench Customer Ltd", "--country", "GB")
+    cli(env, "factor", "create", "--reference", "bench-road", "--mode", "ROAD", "--value", "0.12522",
+        "--name", "Road, HGV average", "--source", "bench", "--valid-from", "2025-01-01")
+    scopes = "emissions:calculate,emissions:read,customers:read,customer-analytics:read"
+    return cli(env, "key", "create", "--org", "bench", "--env", "test", "--scopes", scopes)["key"]
+
+
+def start(command: list[str], env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
+    """Start a server that prints 'Serving on http://host:port' and return it with its URL."""
+    log = open(log_path, "wb")
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=log, cwd=ROOT)
+    line = process.stdout.readline().decode()
+    match = re.search(r"Serving on (http://\S+)", line)
+    if not match:
+        process.kill()
+        sys.exit(f"bench: {command[0]} did not start: {line!r}; see {log_path}")
+    return process, match.group(1)
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def http(method: str, url: str, headers: dict, body: bytes | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    with urllib.request.urlopen(request) as response:
+        return response.status, json.loads(response.read())
+
+
+def lua_string(text: str) -> str:
+    return "[==[" + text + "]==]"
+
+
+def wrk_script(directory: Path, name: str, method: str, path: str, headers: dict, body: str,
+               expected: int, fresh: bool, label: str) -> Path:
+    lines = "\n".join(f'wrk.headers["{k}"] = {lua_string(v)}' for k, v in headers.items())
+    script = directory / f"{name}.lua"
+    script.write_text(LUA.format(method=method, path=path, headers=lines,
+                                 body=lua_string(body) if body else "nil", expected=expected,
+                                 fresh="true" if fresh else "false", label=label))
+    return script
+
+
+def run_wrk(wrk: str, url: str, script: Path, seconds: float, connections: int, threads: int,
+            server_pid: int) -> dict:
+    """One wrk run; adds the CPU seconds wrk and the server used during it."""
+    before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = cpu_seconds(server_pid)
+    done = subprocess.run([wrk, "-t", str(threads), "-c", str(connections), "-d", f"{int(seconds)}s",
+                           "--timeout", "5s", "-s", str(script), url], capture_output=True, text=True)
+    server_cpu = cpu_seconds(server_pid) - server_before
+    after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    match = re.search(r"^WRK_RESULT (.*)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or not match:
+        sys.exit(f"bench: wrk failed ({done.returncode}): {done.stdout}\n{done.stderr}")
+    result = json.loads(match.group(1))
+    wall = result["duration_us"] / 1e6
+    errors = sum(result[k] for k in ("unexpected_status", "connect", "read", "write", "timeout"))
+    return {
+        "requests": result["requests"],
+        "seconds": round(wall, 3),
+        "requests_per_second": round(result["requests"] / wall, 1),
+        "p50_ms": result["p50_us"] / 1000,
+        "p90_ms": result["p90_us"] / 1000,
+        "p99_ms": result["p99_us"] / 1000,
+        "max_ms": result["max_us"] / 1000,
+        "errors": errors,
+        "error_breakdown": {k: result[k] for k in ("unexpected_status", "connect", "read", "write", "timeout")},
+        "server_cpu_percent": round(100 * server_cpu / wall, 1),
+        "wrk_cpu_percent": round(100 * ((after_children.ru_utime - before_children.ru_utime)
+                                        + (after_children.ru_stime - before_children.ru_stime)) / wall, 1),
+    }
+
+
+def machine() -> dict:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.MULTILINE)
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model.group(1).strip() if model else platform.processor(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "sqlite": sqlite3.sqlite_version,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=8, help="seconds measured per scenario")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per scenario")
+    parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
+    parser.add_argument("--threads", type=int, default=8, help="Waitress threads of both servers")
+    parser.add_argument("--wrk-threads", type=int, default=1, help="wrk's own threads")
+    parser.add_argument("--log-requests", choices=("true", "false"), default="true",
+                        help="LOG_REQUESTS of the service (the access log goes to a file)")
+    args = parser.parse_args()
+    wrk = ensure_wrk()
+    workdir = Path(tempfile.mkdtemp(prefix="emissions-bench-"))
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+           "RATE_LIMIT_PER_SECOND": "0", "LOG_REQUESTS": args.log_requests, "THREADS": str(args.threads)}
+    env.pop("SECRET_KEY", None)
+    key = seed(env)
+
+    service, service_url = start([str(BIN / "emissions"), "serve", "--port", "0"], env, workdir / "service.log")
+    bare, bare_url = start([sys.executable, str(HERE / "bare_app.py"), "--threads", str(args.threads)],
+                           env, workdir / "bare.log")
+    try:
+        body = json.dumps(BODY)
+        post_headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        status, first = http("POST", service_url + "/v1/emissions/logistics",
+                             {**post_headers, "Idempotency-Key": "bench-replay"}, body.encode())
+        assert status == 201, status
+        replay_headers = {**post_headers, "Idempotency-Key": "bench-replay"}
+        get_headers = {"Authorization": f"Bearer {key}"}
+        label = dt.datetime.now().strftime("%H%M%S")
+        scenarios = [
+            # name, server, method, path, headers, body, expected status, fresh keys
+            ("bare_post", bare, bare_url, "POST", "/bare", replay_headers, body, 201, False),
+            ("bare_get", bare, bare_url, "GET", "/bare", get_headers, "", 200, False),
+            ("post_new", service, service_url, "POST", "/v1/emissions/logistics", post_headers, body, 201, True),
+            ("post_replay", service, service_url, "POST", "/v1/emissions/logistics", replay_headers, body, 200,
+             False),
+            ("get_calculation", service, service_url, "GET", f"/v1/calculations/{first['id']}", get_headers, "",
+             200, False),
+            ("get_customer_analytics", service, service_url, "GET", "/v1/customers/bench-customer/emissions",
+             get_headers, "", 200, False),
+        ]
+        results = {}
+        print(f"wrk: {args.connections} connections, {args.wrk_threads} thread(s); servers: "
+              f"{args.threads} Waitress threads; {args.warmup:g} s warm-up + {args.duration:g} s per scenario",
+              flush=True)
+        for name, process, url, method, path, headers, request_body, expected, fresh in scenarios:
+            for phase, seconds in (("warmup", args.warmup), ("measure", args.duration)):
+                script = wrk_script(workdir, f"{name}-{phase}", method, path, headers, request_body, expected,
+                                    fresh, f"{label}-{name}-{phase}")
+                result = run_wrk(wrk, url, script, seconds, args.connections, args.wrk_threads, process.pid)
+            results[name] = result
+            print(f"  {name:24} {result['requests_per_second']:9.1f} req/s  p50 {result['p50_ms']:7.2f} ms"
+                  f"  p99 {result['p99_ms']:7.2f} ms  errors {result['errors']}"
+                  f"  (server CPU {result['server_cpu_percent']:.0f}%, wrk CPU {result['wrk_cpu_percent']:.0f}%)",
+                  flush=True)
+    finally:
+        stop(service)
+        stop(bare)
+
+    with sqlite3.connect(workdir / "bench.sqlite3") as connection:
+        stored = connection.execute("SELECT count(*) FROM calculation").fetchone()[0]
+
+    comparisons = {}
+    for name, baseline in (("post_new", "bare_post"), ("post_replay", "bare_get"),
+                           ("get_calculation", "bare_get"), ("get_customer_analytics", "bare_get")):
+        ours, bare_result = results[name], results[baseline]
+        throughput_target = TARGETS["post_ratio"] if name == "post_new" else TARGETS["get_ratio"]
+        ratio = ours["requests_per_second"] / bare_result["requests_per_second"]
+        p99_ratio = ours["p99_ms"] / bare_result["p99_ms"]
+        comparisons[name] = {
+            "baseline": baseline,
+            "throughput_ratio": round(ratio, 3),
+            "throughput_target": throughput_target,
+            "p99_ratio": round(p99_ratio, 2),
+            "p99_target": TARGETS["p99_ratio"],
+            "met": ratio >= throughput_target and p99_ratio <= TARGETS["p99_ratio"] and ours["errors"] == 0,
+        }
+    errors = sum(result["errors"] for result in results.values())
+    report = {
+        "taken_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "settings": {"connections": args.connections, "wrk_threads": args.wrk_threads,
+                     "server_threads": args.threads, "duration_seconds": args.duration,
+                     "warmup_seconds": args.warmup, "log_requests": args.log_requests == "true",
+                     "rate_limit": "disabled", "database": "SQLite (fresh file, models.SQLITE_PRAGMAS)"},
+        "scenarios": results,
+        "comparisons": comparisons,
+        "calculations_stored": stored,
+        "all_targets_met": errors == 0 and all(c["met"] for c in comparisons.values()),
+    }
+    print("\nratio to the bare app (throughput, p99):")
+    for name, comparison in comparisons.items():
+        print(f"  {name:24} {comparison['throughput_ratio']:.2f}x {comparison['baseline']} "
+              f"(target >= {comparison['throughput_target']}x), p99 {comparison['p99_ratio']:.2f}x "
+              f"(target <= {comparison['p99_target']}x)  {'met' if comparison['met'] else 'MISSED'}")
+    print(f"calculations stored: {stored}; errors: {errors}")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"bench-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"results: {out.relative_to(ROOT)}; all targets {'met' if report['all_targets_met'] else 'NOT met'}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if report["all_targets_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The compiled check (schemas/compiled.py) says "valid" exactly when jsonschema does."""
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+
+import jsoncodec
+import schemas
+from conftest import logistics_body
+from schemas import compiled
+
+# Values of every JSON type and at the edges of the document's rules, tried at every position.
+PROBES = [
+    None, True, False, "", "x", "ROAD", "road", "tonne", "km", "upstream", "downstream", "GB", "GBR",
+    "2026-03-01", "2026-02-30", "2026-3-1", "a\u0000b", "\ud800", "é" * 120, "x" * 121, "x" * 20, "x" * 21,
+    "x" * 200, "x" * 201, [], ["ROAD"], {}, {"code": "X"}, {"label": "Y"}, {"country": "GB"},
+    {"value": 1, "unit": "tonne"}, {"value": 1, "unit": "km"},
+    *(jsoncodec.loads(text) for text in ("0", "-1", "0.000001", "1", "12.5", "10000000", "10000000.000001",
+                                         "1000000", "1000000.5", "1e-400", "1" + "0" * 30)),
+    0.0, 1, 2.5,
+]
+
+
+def paths(value, prefix=()):
+    """Every (path, container) position in a nested dict."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield prefix + (name,)
+            yield from paths(item, prefix + (name,))
+
+
+def replaced(body: dict, path: tuple, value) -> dict:
+    body = copy.deepcopy(body)
+    target = body
+    for name in path[:-1]:
+        target = target[name]
+    target[path[-1]] = value
+    return body
+
+
+def removed(body: dict, path: tuple) -> dict:
+    body = copy.deepcopy(body)
+    target = body
+    for name in path[:-1]:
+        target = target[name]
+    del target[path[-1]]
+    return body
+
+
+def variants(body: dict):
+    """The body, each position replaced by each probe, removed, and an unknown member added everywhere."""
+    yield body
+    for path in paths(body):
+        for probe in PROBES:
+            yield replaced(body, path, probe)
+        yield removed(body, path)
+        parent = path[:-1]
+        yield replaced(body, parent + ("unknown",), 1)
+    for first, second in itertools.combinations(list(paths(body))[:8], 2):
+        yield removed(removed(body, first), second) if first[:1] != second[:1] else body
+
+
+@pytest.fixture(scope="module")
+def logistics():
+    return schemas.validator("LogisticsRequest"), schemas.quick_check("LogisticsRequest")
+
+
+def test_the_request_schema_compiles(logistics):
+    assert logistics[1] is not None
+
+
+@pytest.mark.parametrize("business_context", [None, "upstream", "downstream"])
+def test_the_check_agrees_with_jsonschema_on_every_variant_of_a_body(logistics, business_context):
+    validator, check = logistics
+    body = jsoncodec.loads(jsoncodec.dumps(logistics_body()).encode())  # numbers as Decimal, as served
+    if business_context:
+        body["business_context"] = business_context
+    outcomes = []
+    for variant in variants(body):
+        outcomes.append(validator.is_valid(variant))
+        assert check(variant) == outcomes[-1], variant
+    assert len(outcomes) > 700 and outcomes.count(True) > 30  # both answers were exercised
+
+
+def test_a_valid_body_with_float_and_int_numbers_is_valid_both_ways(logistics):
+    validator, check = logistics
+    assert check(logistics_body()) and validator.is_valid(logistics_body())
+
+
+@pytest.mark.parametrize("component", sorted(schemas.openapi()["components"]["schemas"]))
+def test_every_component_that_compiles_accepts_what_jsonschema_accepts(component):
+    validator, check = schemas.validator(component), schemas.quick_check(component)
+    if check is None:
+        pytest.skip(f"{component} is validated by jsonschema alone")
+    for probe in PROBES:
+        assert check(probe) == validator.is_valid(probe), probe
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+    {"$id": "urn:other", "type": "string"},
+    {"items": {"type": "string"}},
+    {"if": {"type": "string"}, "then": {"minLength": 2}},
+    {"$defs": {"node": {"properties": {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"},
+])
+def test_what_the_check_cannot_reproduce_is_refused(schema):
+    import jsonschema
+    from referencing import Registry, Resource
+
+    resource = Resource.from_contents(schema, default_specification=schemas.DRAFT202012)
+    registry = Registry().with_resource("urn:probe", resource)
+    validator = jsonschema.Draft202012Validator({"$ref": "urn:probe"}, registry=registry)
+    with pytest.raises(compiled.Uncompilable):
+        compiled.compile_check(validator, registry.resolver())
+
+
+def test_an_invalid_body_still_gets_jsonschema_details():
+    body = logistics_body(mode="BIKE")
+    assert schemas.validation_details("LogisticsRequest", body) == [
+        {"field": "mode", "message": "must be one of ROAD, SEA, AIR"}]
