@@ -57,8 +57,8 @@ class RateLimiter:
                 return
             # Whole seconds after which the bucket holds one token again; at least 1.
             wait = max(1, math.ceil((1 - bucket.tokens) / self.rate))
-        raise LimitReached(f"Too many requests for this API key; retry after {wait} seconds.",
-                           retry_after=wait)
+        raise LimitReached(f"Too many requests for this API key; retry after {wait} "
+                           f"second{'' if wait == 1 else 's'}.", retry_after=wait)
 
 
 def period_of(moment: dt.datetime) -> str:

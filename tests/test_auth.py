@@ -18,7 +18,7 @@ import auth
 import cli
 import models
 from app import create_app
-from conftest import ALL_SCOPES, LiveServer, logistics_body, make_customer, make_key, make_org, post_calculation
+from conftest import ALL_SCOPES, LiveServer, logistics_body, make_customer, make_key, post_calculation
 from models import ApiKey, Organization
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -250,6 +250,7 @@ def test_the_rate_limit_comes_before_the_operation(one_request_a_minute, acme):
                           headers={"Authorization": bearer(acme.key), "Content-Type": "text/plain"})
     assert_error(refused, 429, "RATE_LIMITED")
     assert refused.headers["Retry-After"] == "60"
+    assert refused.json["error"]["message"] == "Too many requests for this API key; retry after 60 seconds."
     assert_error(client.get("/v1/customers/nobody", headers={"Authorization": bearer(acme.key)}, status="*"),
                  429, "RATE_LIMITED")
 

@@ -174,7 +174,7 @@ def test_every_operation_is_rate_limited_with_retry_after_and_the_envelope(acme,
     assert refused.headers["Retry-After"] == "1"
     assert refused.json == {"error": {
         "code": "RATE_LIMITED",
-        "message": "Too many requests for this API key; retry after 1 seconds.",
+        "message": "Too many requests for this API key; retry after 1 second.",
         "request_id": refused.headers["X-Request-Id"]}}
     assert refused.headers["Cache-Control"] == "no-store"
     clock.advance(int(refused.headers["Retry-After"]))
@@ -182,7 +182,7 @@ def test_every_operation_is_rate_limited_with_retry_after_and_the_envelope(acme,
 
 
 def test_one_bucket_covers_all_operations_of_a_key(acme, limited):
-    client, clock = limited
+    client, _ = limited
     call(client, "get_customer", acme.key, status=200)
     call(client, "get_calculation", acme.key, status=404)
     for operation in OPERATIONS:
@@ -190,7 +190,7 @@ def test_one_bucket_covers_all_operations_of_a_key(acme, limited):
 
 
 def test_another_key_of_the_same_organization_is_unaffected(acme, secret, limited):
-    client, clock = limited
+    client, _ = limited
     other = make_key(acme.org, secret)
     for _ in range(2):
         call(client, "get_customer", acme.key, status=200)
@@ -218,7 +218,7 @@ def test_zero_disables_the_limit_through_the_api(client, acme, operation):
 
 
 def test_the_limit_applies_after_authentication_a_bad_key_gets_401(acme, limited):
-    client, clock = limited
+    client, _ = limited
     for _ in range(2):
         call(client, "get_customer", acme.key, status=200)
     call(client, "get_customer", acme.key, status=429)
@@ -231,7 +231,7 @@ def test_the_limit_applies_after_authentication_a_bad_key_gets_401(acme, limited
 
 
 def test_requests_refused_for_scope_take_no_token(acme, secret, limited):
-    client, clock = limited
+    client, _ = limited
     reader = make_key(acme.org, secret, scopes=["customers:read"])
     for _ in range(5):
         call(client, "calculate", reader, status=403)
@@ -468,6 +468,7 @@ def test_org_update_rejects_a_bad_capacity_with_one_line(run_cli, acme, value):
 def test_org_create_rejects_a_bad_live_capacity_with_one_line(run_cli, value):
     status, out, err = run_cli("org", "create", "--name", "Initech", "--live-capacity", value)
     assert status != 0
+    assert out == ""
     assert err.startswith("emissions: ") and err.count("\n") == 1
     assert not models.Organization.select().where(models.Organization.slug == "initech").exists()
 
