@@ -1,13 +1,30 @@
-"""Customers and their analytics, kept as rollup rows updated with every calculation."""
+"""Customers and their analytics, kept as rollup rows updated with every calculation.
+
+Also the operator's side: validating and importing customers, and verifying or rebuilding the
+rollups from the stored calculations.
+"""
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import decimal
+import uuid
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Callable, Iterator, TextIO
 
-from models import Customer, CustomerRollup, is_postgres, db
+import schemas
+from models import Calculation, Customer, CustomerRollup, Organization, db, is_postgres
 
 STATUSES = ("active", "suspended", "archived")
+MAX_NAME = 200
 ZERO = Decimal(0)
+# Every sum is made in this context: 100 digits hold any total the bounded inputs can reach, and a
+# result that would need rounding raises instead of drifting silently.
+EXACT = decimal.Context(prec=100, traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow])
+STREAM_BATCH = 5000
+
+Progress = Callable[[int], None]
 
 
 def find(organization_id: int, environment: str, reference: str) -> Customer | None:
@@ -16,6 +33,152 @@ def find(organization_id: int, environment: str, reference: str) -> Customer | N
                                 & (Customer.environment == environment)
                                 & (Customer.reference == reference))
 
+
+# --- validation ----------------------------------------------------------------------------------
+
+def max_reference_length() -> int:
+    return schemas.openapi()["components"]["parameters"]["customerReference"]["schema"]["maxLength"]
+
+
+def is_valid_reference(reference: str) -> bool:
+    """True when the reference keeps the path parameter's pattern and length (spec 4.3)."""
+    return (len(reference) <= max_reference_length()
+            and schemas.path_parameter_pattern("customerReference").match(reference) is not None)
+
+
+def problems(reference: str | None = None, name: str | None = None, country: str | None = None,
+             status: str | None = None) -> list[tuple[str, str]]:
+    """(field, reason) for every given value that a customer cannot have; None means not given."""
+    found = []
+    if reference is not None:
+        if not reference:
+            found.append(("reference", "is required"))
+        elif len(reference) > max_reference_length():
+            found.append(("reference", f"must be at most {max_reference_length()} characters"))
+        elif not is_valid_reference(reference):
+            found.append(("reference", "must start with a letter or digit and hold only letters, "
+                                       "digits and . _ : / -"))
+    if name is not None:
+        if not name.strip():
+            found.append(("name", "is required"))
+        elif len(name) > MAX_NAME:
+            found.append(("name", f"must be at most {MAX_NAME} characters"))
+    if country is not None and not (len(country) == 2 and country.isascii() and country.isalpha()):
+        found.append(("country", "must be a two-letter country code"))
+    if status is not None and status not in STATUSES:
+        found.append(("status", "must be one of " + ", ".join(STATUSES)))
+    return found
+
+
+# --- import --------------------------------------------------------------------------------------
+
+IMPORT_COLUMNS = ("reference", "name", "country", "status")
+REQUIRED_COLUMNS = ("reference", "name")
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """Why one line of an import file cannot be imported."""
+
+    line: int
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "field": self.field, "reason": self.reason}
+
+
+class ImportRejected(Exception):
+    """The file has bad rows; nothing was imported."""
+
+    def __init__(self, found: list[RowProblem]):
+        super().__init__(f"{len({p.line for p in found})} bad row(s); nothing imported")
+        self.problems = found
+
+
+@dataclass
+class ImportRow:
+    line: int
+    reference: str
+    name: str
+    country: str | None
+    status: str
+
+
+def read_import(stream: TextIO) -> tuple[list[ImportRow], list[RowProblem]]:
+    """Parse a customer CSV (header reference,name[,country][,status]); cells are trimmed."""
+    reader = csv.reader(stream, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        return [], [RowProblem(1, "header", f"is not valid CSV: {exc}")]
+    if header is None:
+        return [], [RowProblem(1, "header", "is missing; expected " + ",".join(IMPORT_COLUMNS))]
+    columns = [cell.strip().lower() for cell in header]
+    unknown = [column for column in columns if column not in IMPORT_COLUMNS]
+    missing = [column for column in REQUIRED_COLUMNS if column not in columns]
+    if unknown or missing or len(set(columns)) != len(columns):
+        reason = (f"has unknown column {unknown[0]!r}" if unknown else
+                  f"lacks the column {missing[0]!r}" if missing else "repeats a column")
+        return [], [RowProblem(1, "header", reason + "; expected " + ",".join(IMPORT_COLUMNS))]
+
+    rows: list[ImportRow] = []
+    found: list[RowProblem] = []
+    first_line_of: dict[str, int] = {}
+    last_line = reader.line_num
+    while True:
+        start = last_line + 1  # a quoted cell may span lines: report where the record starts
+        try:
+            record = next(reader, None)
+        except csv.Error as exc:
+            found.append(RowProblem(start, "row", f"is not valid CSV: {exc}"))
+            break
+        last_line = reader.line_num
+        if record is None:
+            break
+        if not any(cell.strip() for cell in record):
+            continue  # blank line
+        if len(record) != len(columns):
+            found.append(RowProblem(start, "row", f"has {len(record)} fields; the header has {len(columns)}"))
+            continue
+        cells = {column: cell.strip() for column, cell in zip(columns, record)}
+        row = ImportRow(start, cells["reference"], cells["name"],
+                        cells.get("country") or None, cells.get("status") or "active")
+        row_problems = problems(row.reference, row.name, row.country, row.status)
+        found.extend(RowProblem(start, name, reason) for name, reason in row_problems)
+        if row.reference in first_line_of:
+            found.append(RowProblem(start, "reference", f"duplicates line {first_line_of[row.reference]}"))
+        elif row.reference:
+            first_line_of[row.reference] = start
+        if not row_problems:
+            rows.append(row)
+    return rows, found
+
+
+def import_customers(organization: Organization, environment: str, stream: TextIO) -> int:
+    """Create every customer in the CSV in one transaction, or none: raises ImportRejected."""
+    rows, found = read_import(stream)
+    with db.atomic():
+        existing = set()
+        references = [row.reference for row in rows]
+        for start in range(0, len(references), 500):
+            existing.update(reference for (reference,) in Customer.select(Customer.reference).where(
+                (Customer.organization == organization) & (Customer.environment == environment)
+                & Customer.reference.in_(references[start:start + 500])).tuples())
+        found.extend(RowProblem(row.line, "reference", f"already exists in {organization.slug} ({environment})")
+                     for row in rows if row.reference in existing)
+        if found:
+            raise ImportRejected(sorted(found, key=lambda problem: problem.line))
+        for start in range(0, len(rows), 500):
+            Customer.insert_many([
+                {"organization": organization.id, "environment": environment, "reference": row.reference,
+                 "name": row.name, "status": row.status,
+                 "country_code": row.country.upper() if row.country else None}
+                for row in rows[start:start + 500]]).execute()
+    return len(rows)
+
+
+# --- the rollup, written with every calculation -------------------------------------------------
 
 def add_to_rollup(customer_id: int, environment: str, mode: str, business_context: str,
                   activity: Decimal, emissions: Decimal, activity_date: dt.date) -> None:
@@ -48,12 +211,14 @@ def add_to_rollup(customer_id: int, environment: str, mode: str, business_contex
         return
     (CustomerRollup.update(
         calculation_count=CustomerRollup.calculation_count + 1,
-        activity_tkm=row.activity_tkm + activity,
-        emissions_kg=row.emissions_kg + emissions,
+        activity_tkm=EXACT.add(row.activity_tkm, activity),
+        emissions_kg=EXACT.add(row.emissions_kg, emissions),
         first_activity_date=min(row.first_activity_date, activity_date),
         last_activity_date=max(row.last_activity_date, activity_date),
     ).where(CustomerRollup.id == row.id).execute())
 
+
+# --- the analytics, read from the rollup -------------------------------------------------------
 
 def _aggregate(count: int, activity: Decimal, emissions: Decimal) -> dict:
     return {"calculation_count": count,
@@ -78,8 +243,8 @@ def summarize(environment: str, rows) -> dict:
         for bucket in (by_mode.setdefault(row.mode, [0, ZERO, ZERO]),
                        by_context.setdefault(row.business_context, [0, ZERO, ZERO]), total):
             bucket[0] += row.calculation_count
-            bucket[1] += row.activity_tkm
-            bucket[2] += row.emissions_kg
+            bucket[1] = EXACT.add(bucket[1], row.activity_tkm)
+            bucket[2] = EXACT.add(bucket[2], row.emissions_kg)
         first = row.first_activity_date if first is None else min(first, row.first_activity_date)
         last = row.last_activity_date if last is None else max(last, row.last_activity_date)
     return {
@@ -93,3 +258,203 @@ def summarize(environment: str, rows) -> dict:
         "first_activity_date": first.isoformat() if first else None,
         "last_activity_date": last.isoformat() if last else None,
     }
+
+
+# --- verify and rebuild ------------------------------------------------------------------------
+
+RollupKey = tuple  # (environment, mode, business_context)
+
+
+@dataclass
+class Totals:
+    """What one rollup row holds, or should hold."""
+
+    calculation_count: int = 0
+    activity_tkm: Decimal = ZERO
+    emissions_kg: Decimal = ZERO
+    first_activity_date: dt.date | None = None
+    last_activity_date: dt.date | None = None
+
+    def add(self, activity: Decimal, emissions: Decimal, activity_date: dt.date) -> None:
+        self.calculation_count += 1
+        self.activity_tkm = EXACT.add(self.activity_tkm, activity)
+        self.emissions_kg = EXACT.add(self.emissions_kg, emissions)
+        if self.first_activity_date is None or activity_date < self.first_activity_date:
+            self.first_activity_date = activity_date
+        if self.last_activity_date is None or activity_date > self.last_activity_date:
+            self.last_activity_date = activity_date
+
+    def to_dict(self) -> dict:
+        return {"calculation_count": self.calculation_count,
+                "activity_tkm": format(self.activity_tkm.normalize(EXACT), "f"),
+                "emissions_kg": format(self.emissions_kg.normalize(EXACT), "f"),
+                "first_activity_date": _iso(self.first_activity_date),
+                "last_activity_date": _iso(self.last_activity_date)}
+
+
+def _iso(value) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _as_date(value) -> dt.date:
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(value)
+
+
+@dataclass
+class Drift:
+    """A customer whose stored rollup rows differ from the sums of its calculations."""
+
+    customer: Customer
+    organization: str
+    expected: dict = field(default_factory=dict)  # RollupKey -> Totals
+    stored: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        rows = []
+        for key in sorted(set(self.expected) | set(self.stored)):
+            expected, stored = self.expected.get(key), self.stored.get(key)
+            if expected != stored:
+                rows.append({"environment": key[0], "mode": key[1], "business_context": key[2],
+                             "expected": expected.to_dict() if expected else None,
+                             "stored": stored.to_dict() if stored else None})
+        return {"organization": self.organization, "environment": self.customer.environment,
+                "customer": self.customer.reference, "rows": rows}
+
+
+@dataclass
+class Check:
+    """The outcome of a verify or rebuild run."""
+
+    customers: int = 0
+    calculations: int = 0
+    drifted: list = field(default_factory=list)  # Drift
+
+
+def _scope(query, model, organization_id: int | None, environment: str | None):
+    if organization_id is not None:
+        query = query.where(model.organization == organization_id)
+    if environment is not None:
+        query = query.where(model.environment == environment)
+    return query
+
+
+def count_calculations(organization_id: int | None = None, environment: str | None = None) -> int:
+    """How many calculations a verify or rebuild of this scope will read (for a progress bar)."""
+    return _scope(Calculation.select(), Calculation, organization_id, environment).count()
+
+
+def _customers(organization_id: int | None, environment: str | None) -> Iterator[tuple[Customer, str]]:
+    """Customers in scope with their organization's slug, fetched in batches by id."""
+    last_id = 0
+    while True:
+        query = (Customer.select(Customer, Organization.slug).join(Organization)
+                 .where(Customer.id > last_id).order_by(Customer.id).limit(500))
+        batch = list(_scope(query, Customer, organization_id, environment))
+        if not batch:
+            return
+        for customer in batch:
+            yield customer, customer.organization.slug
+        last_id = batch[-1].id
+
+
+def _stream(sql: str, params: tuple) -> Iterator[list[tuple]]:
+    """Rows of a query in batches, without holding the whole result in memory."""
+    if is_postgres():
+        # A server-side cursor; psycopg2 allows it under peewee's autocommit only WITH HOLD. It
+        # is closed before the transaction ends, so nothing is ever materialised.
+        cursor = db.connection().cursor(name="stream_" + uuid.uuid4().hex, withhold=True)
+        cursor.itersize = STREAM_BATCH
+        cursor.execute(sql, params)
+    else:
+        cursor = db.execute_sql(sql, params)  # sqlite3 steps through rows as they are fetched
+    try:
+        while batch := cursor.fetchmany(STREAM_BATCH):
+            yield batch
+    finally:
+        cursor.close()
+
+
+def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict:
+    """Rollup rows recomputed from the customer's stored calculations: RollupKey -> Totals."""
+    placeholder = "%s" if is_postgres() else "?"
+    sql = ("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date"
+           f" FROM calculation WHERE customer_id = {placeholder}")
+    expected: dict = {}
+    dates: dict = {}  # raw date value -> date (SQLite returns text; a customer has few distinct days)
+    for batch in _stream(sql, (customer_id,)):
+        for environment, mode, context, activity, emissions, activity_date in batch:
+            totals = expected.get((environment, mode, context))
+            if totals is None:
+                totals = expected[(environment, mode, context)] = Totals()
+            day = dates.get(activity_date)
+            if day is None:
+                day = dates[activity_date] = _as_date(activity_date)
+            totals.add(Decimal(activity), Decimal(emissions), day)
+        if progress:
+            progress(len(batch))
+    return expected
+
+
+def stored_rollups(customer_id: int) -> dict:
+    """The customer's rollup rows as they are stored: RollupKey -> Totals."""
+    return {(row.environment, row.mode, row.business_context):
+            Totals(row.calculation_count, row.activity_tkm, row.emissions_kg,
+                   row.first_activity_date, row.last_activity_date)
+            for row in CustomerRollup.select().where(CustomerRollup.customer == customer_id)}
+
+
+def _snapshot():
+    """A read-only transaction that sees one consistent state of calculations and rollups."""
+    if is_postgres():
+        return db.atomic(isolation_level="REPEATABLE READ")
+    return db.atomic(lock_type="DEFERRED")  # in WAL mode a read transaction is a snapshot
+
+
+def _lock_customer(customer_id: int) -> None:
+    """Keep new calculations of this customer out until the transaction ends.
+
+    On PostgreSQL, FOR UPDATE conflicts with the KEY SHARE lock every calculation's foreign key
+    takes on its customer; on SQLite the IMMEDIATE transaction already holds the write lock.
+    """
+    if is_postgres():
+        db.execute_sql("SELECT id FROM customer WHERE id = %s FOR UPDATE", (customer_id,))
+
+
+def _check(organization_id: int | None, environment: str | None, progress: Progress | None,
+           repair: bool) -> Check:
+    outcome = Check()
+    for customer, slug in _customers(organization_id, environment):
+        with db.atomic() if repair else _snapshot():
+            if repair:
+                _lock_customer(customer.id)
+            stored = stored_rollups(customer.id)
+            expected = expected_rollups(customer.id, progress)
+            if expected != stored:
+                outcome.drifted.append(Drift(customer, slug, expected, stored))
+                if repair:
+                    _replace_rollups(customer.id, expected)
+        outcome.customers += 1
+        outcome.calculations += sum(totals.calculation_count for totals in expected.values())
+    return outcome
+
+
+def _replace_rollups(customer_id: int, expected: dict) -> None:
+    CustomerRollup.delete().where(CustomerRollup.customer == customer_id).execute()
+    for (environment, mode, context), totals in sorted(expected.items()):
+        CustomerRollup.create(customer=customer_id, environment=environment, mode=mode,
+                              business_context=context, calculation_count=totals.calculation_count,
+                              activity_tkm=totals.activity_tkm, emissions_kg=totals.emissions_kg,
+                              first_activity_date=totals.first_activity_date,
+                              last_activity_date=totals.last_activity_date)
+
+
+def verify(organization_id: int | None = None, environment: str | None = None,
+           progress: Progress | None = None) -> Check:
+    """Recompute every customer's rollup rows in scope from its calculations; report the drift."""
+    return _check(organization_id, environment, progress, repair=False)
+
+
+def rebuild(organization_id: int | None = None, environment: str | None = None,
+            progress: Progress | None = None) -> Check:
+    """Like verify, and rewrite each drifted customer's rollup rows (one transaction per customer)."""
+    return _check(organization_id, environment, progress, repair=True)
