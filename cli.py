@@ -12,6 +12,7 @@ import sys
 import peewee as pw
 
 import auth
+import customers
 import factors
 import limits
 import migrations
@@ -156,10 +157,7 @@ def cmd_key_list(args, config):
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", args.reference) or len(args.reference) > 120:
-        raise CommandError("reference must match ^[A-Za-z0-9][A-Za-z0-9._:/-]*$ and be at most 120 characters")
-    if args.country and not re.fullmatch(r"[A-Za-z]{2}", args.country):
-        raise CommandError("country must be a two-letter code")
+    check_customer_fields(reference=args.reference, name=args.name, country=args.country)
     try:
         customer = Customer.create(organization=org, environment=args.env, reference=args.reference,
                                    name=args.name, status=args.status,
@@ -167,6 +165,142 @@ def cmd_customer_create(args, config):
     except pw.IntegrityError:
         raise CommandError(f"customer {args.reference} already exists in {args.org} ({args.env})") from None
     emit(args, customer_dict(customer))
+
+
+def check_customer_fields(**values) -> None:
+    found = customers.problems(**values)
+    if found:
+        raise CommandError("; ".join(f"{name} {reason}" for name, reason in found))
+
+
+def cmd_customer_update(args, config):
+    org = organization(args.org)
+    customer = customers.find(org.id, args.env, args.reference)
+    if customer is None:
+        raise CommandError(f"no customer {args.reference} in {args.org} ({args.env})")
+    if args.name is None and args.country is None and args.status is None:
+        raise CommandError("nothing to change: give --name, --country or --status")
+    clear_country = args.country is not None and args.country.lower() == "none"
+    check_customer_fields(name=args.name, country=None if clear_country else args.country)
+    if args.name is not None:
+        customer.name = args.name.strip()
+    if args.country is not None:
+        customer.country_code = None if clear_country else args.country.upper()
+    if args.status is not None:
+        customer.status = args.status
+    customer.save()
+    emit(args, customer_dict(customer))
+
+
+def cmd_customer_list(args, config):
+    org = organization(args.org)
+    query = Customer.select().where(Customer.organization == org)
+    if args.env:
+        query = query.where(Customer.environment == args.env)
+    if args.status:
+        query = query.where(Customer.status == args.status)
+    rows = [{**customer.to_dict(), "environment": customer.environment, "organization": org.slug}
+            for customer in query.order_by(Customer.environment, Customer.reference)]
+    emit(args, {"customers": rows}, "\n".join(
+        f"{c['environment']}\t{c['reference']}\t{c['status']}\t{c['country_code'] or '-'}\t{c['name']}"
+        for c in rows) or "no customers")
+
+
+def cmd_customer_import(args, config):
+    org = organization(args.org)
+    try:
+        with open(args.file, newline="", encoding="utf-8-sig") as stream:
+            imported = customers.import_customers(org, args.env, stream)
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"{args.file} is not UTF-8 text; nothing imported") from None
+    except pw.IntegrityError:
+        raise CommandError(f"{args.file}: a customer with one of its references was created meanwhile; "
+                           "nothing imported") from None
+    except customers.ImportRejected as rejected:
+        emit(args, {"imported": 0, "errors": [problem.to_dict() for problem in rejected.problems]},
+             "\n".join(f"line {p.line}: {p.field} {p.reason}" for p in rejected.problems))
+        raise CommandError(f"{args.file}: {rejected}") from None
+    emit(args, {"imported": imported, "organization": org.slug, "environment": args.env},
+         f"imported {imported} customers into {org.slug} ({args.env})")
+
+
+class ProgressBar:
+    """A plain-text bar redrawn in place on stderr: [######......]  50.0%  5,000/10,000 calculations."""
+
+    def __init__(self, total: int, label: str, stream=None, width: int = 30):
+        self.total, self.label, self.width = total, label, width
+        self.stream = stream or sys.stderr
+        self.done = 0
+        self.shown = -1
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        permille = min(self.done, self.total) * 1000 // self.total if self.total else 1000
+        if permille != self.shown:  # at most a thousand redraws, however large the data
+            self.shown = permille
+            self.draw()
+
+    def draw(self) -> None:
+        done = min(self.done, self.total)
+        filled = self.width * done // self.total if self.total else self.width
+        percent = 100 * done / self.total if self.total else 100.0
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {percent:5.1f}%  "
+                          f"{self.done:,}/{self.total:,} {self.label}")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self.draw()
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+DRIFT_EXIT_STATUS = 3  # verify found drift: distinct from 1 (error) and 2 (usage)
+
+
+def run_check(args, check):
+    """Run customers.verify or .rebuild over --org/--env, with a progress bar when asked or on a tty."""
+    organization_id = organization(args.org).id if args.org else None
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    bar = ProgressBar(customers.count_calculations(organization_id, args.env), "calculations") if show else None
+    outcome = check(organization_id, args.env, progress=bar.advance if bar else None)
+    if bar:
+        bar.finish()
+    return outcome
+
+
+def drift_lines(drifts: list[dict]) -> list[str]:
+    def totals(row):
+        if row is None:
+            return "no row"
+        return (f"{row['calculation_count']} calculations, {row['activity_tkm']} tkm, {row['emissions_kg']} kgCO2e, "
+                f"{row['first_activity_date']}..{row['last_activity_date']}")
+    return [f"{d['organization']}/{d['environment']}/{d['customer']} {r['mode']}/{r['business_context']}: "
+            f"expected {totals(r['expected'])}; stored {totals(r['stored'])}" for d in drifts for r in d["rows"]]
+
+
+def cmd_analytics_verify(args, config):
+    outcome = run_check(args, customers.verify)
+    drifted = [drift.to_dict() for drift in outcome.drifted]
+    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, "drifted": drifted},
+         "\n".join(drift_lines(drifted) + [f"checked {outcome.customers:,} customers, "
+                                             f"{outcome.calculations:,} calculations: "
+                                             f"{len(drifted)} drifted"]))
+    if drifted:
+        print(f"emissions: analytics drift in {len(drifted)} customer(s); "
+              "`emissions analytics rebuild` repairs it", file=sys.stderr)
+        return DRIFT_EXIT_STATUS
+    return 0
+
+
+def cmd_analytics_rebuild(args, config):
+    outcome = run_check(args, customers.rebuild)
+    repaired = [drift.to_dict() for drift in outcome.drifted]
+    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, "repaired": repaired},
+         "\n".join(drift_lines(repaired) + [f"checked {outcome.customers:,} customers, "
+                                              f"{outcome.calculations:,} calculations: "
+                                              f"{len(repaired)} repaired"]))
 
 
 def cmd_user_create(args, config):
@@ -413,7 +547,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--reference", required=True)
     sub.add_argument("--name", required=True)
     sub.add_argument("--country")
-    sub.add_argument("--status", default="active", choices=["active", "suspended", "archived"])
+    sub.add_argument("--status", default="active", choices=list(customers.STATUSES))
+    sub = command(custs, "update", cmd_customer_update, "change a customer's name, country or status")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", required=True, choices=["test", "live"])
+    sub.add_argument("--reference", required=True)
+    sub.add_argument("--name")
+    sub.add_argument("--country", help="a two-letter code, or none to clear it")
+    sub.add_argument("--status", choices=list(customers.STATUSES))
+    sub = command(custs, "list", cmd_customer_list, "list an organization's customers")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", choices=["test", "live"])
+    sub.add_argument("--status", choices=list(customers.STATUSES))
+    sub = command(custs, "import", cmd_customer_import,
+                  "import customers from a CSV file (header reference,name,country,status): all or none")
+    sub.add_argument("file")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", required=True, choices=["test", "live"])
+
+    analytics = group("analytics", "customer analytics rollups")
+    for name, handler, help_text in (
+            ("verify", cmd_analytics_verify, "recompute the rollups from the calculations and report drift "
+                                             f"(exit status {DRIFT_EXIT_STATUS} when there is any)"),
+            ("rebuild", cmd_analytics_rebuild, "recompute the rollups and repair the drifted ones")):
+        sub = command(analytics, name, handler, help_text)
+        sub.add_argument("--org", help="only this organization (default: all)")
+        sub.add_argument("--env", choices=["test", "live"], help="only this environment (default: both)")
+        sub.add_argument("--progress", dest="progress", action="store_true", default=None,
+                         help="show a progress bar on stderr (default: when stderr is a terminal)")
+        sub.add_argument("--no-progress", dest="progress", action="store_false")
 
     users = group("user", "workspace logins")
     sub = command(users, "create", cmd_user_create, "create a workspace login for an organization")
@@ -469,14 +631,14 @@ def main(argv: list[str] | None = None) -> int:
         config = Config.from_env()
         database = models.bind(config.database_url)
         args.applied = migrations.run(database)
-        args.handler(args, config)
+        status = args.handler(args, config)
     except (CommandError, ConfigError) as exc:
         print(f"emissions: {exc}", file=sys.stderr)
         return 1
     except pw.OperationalError as exc:
         print(f"emissions: database error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

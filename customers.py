@@ -63,6 +63,8 @@ def problems(reference: str | None = None, name: str | None = None, country: str
             found.append(("name", "is required"))
         elif len(name) > MAX_NAME:
             found.append(("name", f"must be at most {MAX_NAME} characters"))
+        elif any(ord(character) < 32 or 127 <= ord(character) < 160 for character in name):
+            found.append(("name", "must not contain line breaks or other control characters"))
     if country is not None and not (len(country) == 2 and country.isascii() and country.isalpha()):
         found.append(("country", "must be a two-letter country code"))
     if status is not None and status not in STATUSES:
