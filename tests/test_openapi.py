@@ -1,0 +1,286 @@
+"""The contract: schemas/openapi.json is valid OpenAPI 3.1, served, the source of validation, and true."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import jsonschema
+import pytest
+from openapi_spec_validator import validate as validate_openapi
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+from webtest import TestApp
+
+import models
+import schemas
+from app import create_app
+from conftest import logistics_body, make_customer, make_key, make_org, post_calculation
+
+DOCUMENT = json.loads(schemas.OPENAPI_PATH.read_text())
+URI = "urn:test:openapi"
+REGISTRY = Registry().with_resource(URI, Resource.from_contents(DOCUMENT, default_specification=DRAFT202012))
+FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+
+def pointer(*parts: str) -> str:
+    return "/" + "/".join(part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def resolve(node: dict) -> tuple[dict, str | None]:
+    """Follow a local $ref; return the node and the JSON pointer it lives at (when it was a $ref)."""
+    if "$ref" not in node:
+        return node, None
+    target = node["$ref"].removeprefix("#")
+    node = DOCUMENT
+    for part in target.strip("/").split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node, target
+
+
+def schema_validator(location: str) -> jsonschema.Draft202012Validator:
+    """A validator for the schema at a JSON pointer inside the document, refs resolved in the document."""
+    return jsonschema.Draft202012Validator({"$ref": f"{URI}#{location}"}, registry=REGISTRY, format_checker=FORMATS)
+
+
+def response_spec(path: str, method: str, status: int) -> tuple[str, dict]:
+    """(JSON pointer of the response object, the response object) declared for an operation and status."""
+    responses = DOCUMENT["paths"][path][method.lower()]["responses"]
+    key = str(status) if str(status) in responses else f"{str(status)[0]}XX"
+    assert key in responses, f"{method} {path} does not declare {status}"
+    location = pointer("paths", path, method.lower(), "responses", key)
+    response, target = resolve(responses[key])
+    return target or location, response
+
+
+def check_response(response, path: str, method: str) -> None:
+    """The real response matches the document: status declared, body schema, declared headers present and valid."""
+    location, spec = response_spec(path, method, response.status_int)
+    assert response.content_type == "application/json"
+    schema_location = location + pointer("content", "application/json", "schema")
+    errors = [error.message for error in schema_validator(schema_location).iter_errors(response.json)]
+    assert not errors, (response.status, errors, response.body[:500])
+    for name, header in spec.get("headers", {}).items():
+        header, _ = resolve(header)
+        assert name in response.headers, f"{response.status} lacks the declared header {name}"
+        assert jsonschema.Draft202012Validator(header["schema"], format_checker=FORMATS).is_valid(
+            response.headers[name]), (name, response.headers[name])
+    if "X-Request-Id" in spec.get("headers", {}) and response.status_int >= 400:
+        assert response.json["error"]["request_id"] == response.headers["X-Request-Id"]
+
+
+# --- the document itself ---------------------------------------------------------------------------
+
+def test_the_document_is_valid_openapi_3_1():
+    assert DOCUMENT["openapi"] == "3.1.0"
+    validate_openapi(copy.deepcopy(DOCUMENT))
+
+
+def test_every_component_schema_is_a_valid_json_schema():
+    for name, schema in DOCUMENT["components"]["schemas"].items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_the_document_has_the_four_operations_the_webhook_and_every_error_code():
+    operations = {operation["operationId"] for path in DOCUMENT["paths"].values() for operation in path.values()}
+    assert {"calculateLogisticsEmissions", "getCalculation", "getCustomer", "getCustomerEmissions"} <= operations
+    assert DOCUMENT["webhooks"]["calculationEvent"]["post"]["requestBody"]["content"]["application/json"]
+    codes = DOCUMENT["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"]
+    assert set(codes) == {
+        "INVALID_API_KEY", "API_KEY_REVOKED", "API_KEY_EXPIRED", "INSUFFICIENT_SCOPE", "FEATURE_NOT_ENTITLED",
+        "ORGANIZATION_NOT_ACTIVE", "CUSTOMER_NOT_FOUND", "CUSTOMER_ACCESS_DENIED", "INVALID_REQUEST",
+        "IDEMPOTENCY_KEY_REQUIRED", "IDEMPOTENCY_KEY_REUSED", "FACTOR_NOT_FOUND", "CALCULATION_FAILED",
+        "USAGE_LIMIT_REACHED", "RATE_LIMITED", "INTERNAL_ERROR"}
+
+
+@pytest.mark.parametrize("path, method, statuses", [
+    ("/emissions/logistics", "post", {201, 200, 400, 401, 403, 404, 409, 422, 429}),
+    ("/calculations/{id}", "get", {200, 401, 403, 404, 429}),
+    ("/customers/{customerReference}", "get", {200, 401, 403, 404, 429}),
+    ("/customers/{customerReference}/emissions", "get", {200, 401, 403, 404, 429}),
+])
+def test_each_operation_declares_the_statuses_of_the_spec(path, method, statuses):
+    responses = DOCUMENT["paths"][path][method]["responses"]
+    assert statuses <= {int(status) for status in responses}
+    assert "Retry-After" in resolve(responses["429"])[0]["headers"]
+    for status in responses:
+        assert "X-Request-Id" in resolve(responses[status])[0]["headers"], (path, status)
+
+
+def test_every_api_route_of_the_app_is_in_the_document(app):
+    documented = {(re.sub(r"\{[^}]+\}", "{}", path), method.upper())
+                  for path, operations in DOCUMENT["paths"].items() for method in operations}
+    served = {(re.sub(r"<[^>]+>", "{}", route.rule.removeprefix("/v1")), route.method)
+              for route in app.routes if route.rule.startswith("/v1/")}
+    assert served <= documented, served - documented
+    assert DOCUMENT["servers"][0]["url"].endswith("/v1")
+
+
+# --- served, and the one source of validation ------------------------------------------------------
+
+def test_the_document_is_served_without_authentication(client):
+    response = client.get("/v1/openapi.json", status=200)
+    assert response.content_type == "application/json"
+    assert response.json == DOCUMENT
+    assert response.body == schemas.OPENAPI_PATH.read_bytes()
+    assert response.headers["X-Request-Id"]
+    assert not [name for name in response.headers if name.lower().startswith("access-control-")]
+
+
+def test_the_request_validator_points_into_the_document():
+    assert schemas.validator("LogisticsRequest").schema == {
+        "$ref": f"{schemas.DOCUMENT_URI}#/components/schemas/LogisticsRequest"}
+
+
+@pytest.fixture
+def edited_document(tmp_path, monkeypatch):
+    """The service reading an edited copy of the document: cargo at most 5 t, codes at most 3 characters."""
+    document = copy.deepcopy(DOCUMENT)
+    request = document["components"]["schemas"]["LogisticsRequest"]["properties"]
+    request["cargo"]["properties"]["value"]["maximum"] = 5
+    document["components"]["schemas"]["Place"]["properties"]["code"]["maxLength"] = 3
+    path = tmp_path / "openapi.json"
+    path.write_text(json.dumps(document))
+    caches = [value for value in vars(schemas).values() if hasattr(value, "cache_clear")]
+    monkeypatch.setattr(schemas, "OPENAPI_PATH", path)
+    for cache in caches:
+        cache.cache_clear()
+    yield document
+    monkeypatch.undo()
+    for cache in caches:
+        cache.cache_clear()
+
+
+def test_validation_follows_an_edit_of_the_document(client, acme, edited_document):
+    response = post_calculation(client, acme, status=422)
+    assert response.json["error"]["details"] == [
+        {"field": "cargo.value", "message": "must be at most 5"},
+        {"field": "origin.code", "message": "must be at most 3 characters"},
+    ]
+    assert client.get("/v1/openapi.json").json == edited_document
+    post_calculation(client, acme, status=201, cargo={"value": 5, "unit": "tonne"}, origin={"code": "LON"})
+
+
+# --- real responses match the document --------------------------------------------------------------
+
+POST = ("/emissions/logistics", "post")
+GET_CALCULATION = ("/calculations/{id}", "get")
+GET_CUSTOMER = ("/customers/{customerReference}", "get")
+GET_EMISSIONS = ("/customers/{customerReference}/emissions", "get")
+
+
+def test_the_response_checker_rejects_what_the_document_does_not_allow(client, acme):
+    response = post_calculation(client, acme, status=201)
+    check_response(response, *POST)
+    _check_body(response.json, *POST, 201)
+    body = response.json
+    del body["factor"]
+    with pytest.raises(AssertionError):
+        _check_body(body, *POST, 201)
+    body = response.json
+    body["factor"]["value"] = 0.12522  # the lineage must not carry the value
+    with pytest.raises(AssertionError):
+        _check_body(body, *POST, 201)
+    response.headers["Idempotent-Replayed"] = "maybe"
+    with pytest.raises(AssertionError):
+        check_response(response, *POST)
+
+
+def _check_body(body: dict, path: str, method: str, status: int) -> None:
+    location, _ = response_spec(path, method, status)
+    errors = list(schema_validator(location + pointer("content", "application/json", "schema")).iter_errors(body))
+    assert not errors
+
+
+@pytest.mark.on_both
+def test_successful_responses_match_the_document(client, acme):
+    created = post_calculation(client, acme, status=201)
+    check_response(created, *POST)
+    check_response(post_calculation(client, acme, status=200), *POST)
+    downstream = post_calculation(client, acme, "idem-2", status=201, business_context="downstream",
+                                  origin={"code": "GBLON", "label": "London", "country": "GB"})
+    check_response(downstream, *POST)
+    check_response(client.get(f"/v1/calculations/{created.json['id']}", headers=acme.headers()), *GET_CALCULATION)
+    check_response(client.get("/v1/customers/cust-1", headers=acme.headers()), *GET_CUSTOMER)
+    emissions = client.get("/v1/customers/cust-1/emissions", headers=acme.headers())
+    assert emissions.json["analytics"]["calculation_count"] == 2
+    check_response(emissions, *GET_EMISSIONS)
+    make_customer(acme.org, "quiet", country_code="DE")
+    check_response(client.get("/v1/customers/quiet/emissions", headers=acme.headers()), *GET_EMISSIONS)
+    check_response(client.get("/v1/customers/quiet", headers=acme.headers()), *GET_CUSTOMER)
+
+
+@pytest.mark.on_both
+def test_error_responses_match_the_document(client, acme, globex, secret):
+    json_headers = {**acme.headers("idem-e"), "Content-Type": "application/json"}
+    reader = {"Authorization": "Bearer " + make_key(acme.org, secret, scopes=["emissions:read"])}
+    post = client.post
+    cases = [
+        (post("/v1/emissions/logistics", b"not json", headers=json_headers, status="*"), 400, POST),
+        (client.post_json("/v1/emissions/logistics", logistics_body(), headers=acme.headers(), status="*"), 400, POST),
+        (post_calculation(client, acme, customer_reference="nobody"), 404, POST),
+        (post_calculation(client, acme, factor_reference="nothing"), 404, POST),
+        (post_calculation(client, acme, mode="BIKE"), 422, POST),
+        (post_calculation(client, acme, mode="AIR"), 422, POST),  # CALCULATION_FAILED
+        (post("/v1/emissions/logistics", b" " * 70_000, headers=json_headers, status="*"), 413, POST),
+        (client.post_json("/v1/emissions/logistics", logistics_body(), status="*"), 401, POST),
+        (client.post_json("/v1/emissions/logistics", logistics_body(), headers={**reader, "Idempotency-Key": "x"},
+                          status="*"), 403, POST),
+        (client.get("/v1/calculations/not-a-uuid", headers=acme.headers(), status="*"), 404, GET_CALCULATION),
+        (client.get("/v1/calculations/not-a-uuid", headers={"Authorization": "Bearer nope"}, status="*"), 401,
+         GET_CALCULATION),
+        (client.get("/v1/customers/nobody", headers=acme.headers(), status="*"), 404, GET_CUSTOMER),
+        (client.get("/v1/customers/cust-1", headers=reader, status="*"), 403, GET_CUSTOMER),
+        (client.get("/v1/customers/cust-1/emissions", headers=reader, status="*"), 403, GET_EMISSIONS),
+        (client.get("/v1/customers/bad%20ref/emissions", headers=acme.headers(), status="*"), 404, GET_EMISSIONS),
+    ]
+    make_customer(acme.org, "paused", status="suspended")
+    cases.append((post_calculation(client, acme, customer_reference="paused"), 403, POST))
+    post_calculation(client, acme, "bound", status=201)
+    cases.append((post_calculation(client, acme, "bound", mode="SEA"), 409, POST))
+    for response, status, (path, method) in cases:
+        assert response.status_int == status, (path, response.body)
+        check_response(response, path, method)
+    assert {response.json["error"]["code"] for response, *_ in cases} >= {
+        "INVALID_REQUEST", "IDEMPOTENCY_KEY_REQUIRED", "CUSTOMER_NOT_FOUND", "FACTOR_NOT_FOUND",
+        "CALCULATION_FAILED", "INVALID_API_KEY", "INSUFFICIENT_SCOPE", "CUSTOMER_ACCESS_DENIED",
+        "IDEMPOTENCY_KEY_REUSED"}
+
+
+def test_429_responses_match_the_document(config, acme):
+    limited = TestApp(create_app(config.with_(rate_limit_per_second=0.001, rate_limit_burst=1)))
+    assert limited.get("/v1/calculations/not-a-uuid", headers=acme.headers(), status=404)
+    response = limited.get("/v1/calculations/not-a-uuid", headers=acme.headers(), status=429)
+    assert response.json["error"]["code"] == "RATE_LIMITED"
+    check_response(response, *GET_CALCULATION)
+    response = limited.get("/v1/customers/cust-1", headers=acme.headers(), status=429)
+    check_response(response, *GET_CUSTOMER)
+
+
+def test_a_used_up_capacity_429_matches_the_document(client, acme, secret):
+    org = make_org("full", test_capacity=0)
+    make_customer(org)
+    key = make_key(org, secret)
+    response = client.post_json("/v1/emissions/logistics", logistics_body(), status=429,
+                                headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "idem-1"})
+    assert response.json["error"]["code"] == "USAGE_LIMIT_REACHED"
+    check_response(response, *POST)
+
+
+def test_a_database_outage_is_a_500_that_matches_the_document(client, acme, tmp_path):
+    models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    response = client.get("/v1/calculations/00000000-0000-4000-8000-000000000000", headers=acme.headers(),
+                          status=500)
+    assert response.json["error"]["code"] == "INTERNAL_ERROR"
+    assert "Traceback" not in response.text and "sqlite" not in response.text.lower()
+    check_response(response, *GET_CALCULATION)
+
+
+def test_unknown_routes_and_wrong_methods_answer_with_the_error_schema(client, acme):
+    error_schema = schema_validator("/components/schemas/Error")
+    for response in [client.get("/v1/nothing-here", status=404),
+                     client.get("/v1/emissions/logistics", headers=acme.headers(), status=405),
+                     client.delete("/v1/calculations/x", headers=acme.headers(), status=405)]:
+        error_schema.validate(response.json)
+        assert response.json["error"]["request_id"] == response.headers["X-Request-Id"]
+    assert client.get("/v1/emissions/logistics", status=405).headers["Allow"] == "POST"
