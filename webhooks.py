@@ -282,6 +282,11 @@ class AttemptResult:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
+def _storable(text: str | None, limit: int) -> str | None:
+    """Text a receiver sent, safe for a text column: no NUL (PostgreSQL refuses it), at most `limit` characters."""
+    return text.replace("\x00", "\ufffd")[:limit] if text else None
+
+
 def _due(now: dt.datetime):
     return (((WebhookEvent.delivery_status == "pending") & (WebhookEvent.next_attempt_at <= now))
             | ((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.locked_until <= now)))
@@ -322,6 +327,8 @@ class Deliverer:
                       .where(_due(now) & pw.fn.EXISTS(enabled))
                       .order_by(WebhookEvent.next_attempt_at)
                       .limit(limit))
+        if not candidates.exists():
+            return []  # an idle poll reads only; it takes no write lock
         if is_postgres():
             candidates = candidates.for_update(skip_locked=True)
         # The WHERE repeats the due condition: of two workers racing for a row, the second finds
@@ -364,9 +371,8 @@ class Deliverer:
         except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
             error = f"{type(exc).__name__}: {exc}"
         latency_ms = round((time.perf_counter() - started) * 1000)
-        return AttemptResult(attempted_at, status_code, latency_ms,
-                             error[:500] if error else None,
-                             excerpt[:RESPONSE_EXCERPT_BYTES] if excerpt else None)
+        return AttemptResult(attempted_at, status_code, latency_ms, _storable(error, 500),
+                             _storable(excerpt, RESPONSE_EXCERPT_BYTES))
 
     def complete(self, claim: Claim, result: AttemptResult) -> str:
         """Record the attempt and move the delivery on; return its new status."""

@@ -308,6 +308,20 @@ def test_a_redirect_is_a_failed_attempt_and_is_not_followed(client, config, acme
 
 
 @pytest.mark.on_both
+def test_a_long_binary_answer_is_recorded_truncated_and_storable(client, config, acme):
+    receiver = Receiver(statuses=[500], answer=b"\x00\xffbinary" + b"z" * 5000)
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    worker = deliverer(config)
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    receiver.close()
+    [attempt] = attempts_of(WebhookEvent.get().id)
+    assert attempt.status_code == 500
+    assert attempt.response_excerpt == "\ufffd\ufffdbinary" + "z" * 992
+
+
+@pytest.mark.on_both
 def test_a_live_endpoint_that_now_resolves_privately_is_not_contacted(client, config, secret, acme, receiver):
     live_key = make_key(acme.org, secret, environment="live")
     make_customer(acme.org, environment="live")

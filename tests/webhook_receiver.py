@@ -31,9 +31,11 @@ class Receiver:
     waits for hold.set() before it is answered.
     """
 
-    def __init__(self, statuses=(), listening: bool = True, hold: threading.Event | None = None):
+    def __init__(self, statuses=(), listening: bool = True, hold: threading.Event | None = None,
+                 answer: bytes | None = None):
         self.statuses = list(statuses)
         self.hold = hold
+        self.answer = answer
         self.received: list[Received] = []
         self.arrived = threading.Condition()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
@@ -74,7 +76,7 @@ class Receiver:
                 self.send_response(status)
                 if 300 <= status < 400:
                     self.send_header("Location", "/elsewhere")
-                answer = f"answer {status}".encode()
+                answer = receiver.answer if receiver.answer is not None else f"answer {status}".encode()
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
