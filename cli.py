@@ -93,6 +93,8 @@ def cmd_migrate(args, config):
 
 
 def cmd_org_create(args, config):
+    if not 0 < len(args.name.strip()) <= 200:
+        raise CommandError("name must be 1 to 200 characters")
     slug = args.slug or slugify(args.name)
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug):
         raise CommandError("slug must be lowercase letters, digits and dashes")
@@ -126,6 +128,8 @@ def cmd_org_list(args, config):
 
 
 def cmd_key_create(args, config):
+    if args.name and len(args.name) > 200:
+        raise CommandError("name must be at most 200 characters")
     org = organization(args.org)
     scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
     try:
@@ -449,48 +453,70 @@ def cmd_serve(args, config):
     server.serve(config, host=args.host, port=args.port)
 
 
-def cmd_quickstart(args, config):
-    """Seed a sandbox (organization, factor library, demo customer, a test key) and serve."""
-    import server
+SANDBOX_SLUG = "sandbox"
+DEMO_CUSTOMER = "demo-customer"
+QUICKSTART_FACTOR = "desnz-2025-road-hgv-diesel-average-laden"
 
-    org = Organization.get_or_none(Organization.slug == "sandbox") or Organization.create(
-        slug="sandbox", name="Sandbox")
+
+def seed_sandbox(config: Config) -> str:
+    """Create the sandbox organization, the factor library and a demo customer where missing; return a new test key."""
+    org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG) or Organization.create(
+        slug=SANDBOX_SLUG, name="Sandbox")
     factors.load_library()
-    if not Customer.select().where((Customer.organization == org) & (Customer.environment == "test")
-                                   & (Customer.reference == "demo-customer")).exists():
-        Customer.create(organization=org, environment="test", reference="demo-customer",
+    if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
+        Customer.create(organization=org, environment="test", reference=DEMO_CUSTOMER,
                         name="Demo Customer Ltd", country_code="GB")
     _, plain = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(config.secret_key),
                                name="quickstart")
-    host_for_curl = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    return plain
+
+
+def quickstart_curl(key: str, host: str, port: int) -> str:
+    """A curl command, ready to paste, that calculates a shipment for the demo customer."""
     body = json.dumps({
-        "customer_reference": "demo-customer", "external_reference": "shipment-0001", "mode": "ROAD",
+        "customer_reference": DEMO_CUSTOMER, "external_reference": "shipment-0001", "mode": "ROAD",
         "origin": {"code": "GBLON", "label": "London", "country": "GB"},
         "destination": {"code": "GBMNC", "label": "Manchester", "country": "GB"},
         "cargo": {"value": 12.5, "unit": "tonne"}, "distance": {"value": 320, "unit": "km"},
         "activity_date": dt.date.today().isoformat(),
-        "factor_reference": "desnz-2025-road-hgv-diesel-average-laden"}, separators=(",", ":"))
+        "factor_reference": QUICKSTART_FACTOR}, separators=(",", ":"))
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
+    return (f"curl -sS -X POST http://{host}:{port}/v1/emissions/logistics \\\n"
+            f"  -H 'Authorization: Bearer {key}' \\\n"
+            f"  -H 'Content-Type: application/json' \\\n"
+            f"  -H 'Idempotency-Key: quickstart-{secrets.token_hex(6)}' \\\n"
+            f"  -d '{body}'")
+
+
+def cmd_quickstart(args, config):
+    """Seed a sandbox (organization, factor library, demo customer, a test key) and serve."""
+    import server
+
+    plain = seed_sandbox(config)
     print(f"""
-Sandbox organization: sandbox (test environment), demo customer: demo-customer
+Sandbox organization: {SANDBOX_SLUG} (test environment), demo customer: {DEMO_CUSTOMER}
 Test API key (shown once): {plain}
 
 Try it from another terminal:
 
-curl -sS -X POST http://{host_for_curl}:{args.port}/v1/emissions/logistics \\
-  -H 'Authorization: Bearer {plain}' \\
-  -H 'Content-Type: application/json' \\
-  -H 'Idempotency-Key: quickstart-{secrets.token_hex(6)}' \\
-  -d '{body}'
+{quickstart_curl(plain, args.host, args.port)}
 """, flush=True)
     server.serve(config, host=args.host, port=args.port)
 
 
 # --- the parser ------------------------------------------------------------------------------
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr like every other error (exit status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    parser = argparse.ArgumentParser(prog="emissions", description="Operate the emissions calculation service.")
+    parser = Parser(prog="emissions", description="Operate the emissions calculation service.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def group(name, help_text):
@@ -624,19 +650,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_text(argument: str) -> bool:
+    try:
+        argument.encode("utf-8")  # bytes that were not UTF-8 arrive as lone surrogates
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in argument
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `emissions` console command."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if not all(_is_text(argument) for argument in argv):
+        print("emissions: arguments must be UTF-8 text", file=sys.stderr)
+        return 2
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # a usage error (already printed as one line) or --help
+        return stop.code
     try:
         config = Config.from_env()
-        database = models.bind(config.database_url)
+        try:
+            database = models.bind(config.database_url)
+        except ValueError as exc:  # a DATABASE_URL of an unknown kind
+            raise CommandError(str(exc)) from None
         args.applied = migrations.run(database)
         status = args.handler(args, config)
     except (CommandError, ConfigError) as exc:
         print(f"emissions: {exc}", file=sys.stderr)
         return 1
-    except pw.OperationalError as exc:
-        print(f"emissions: database error: {str(exc).splitlines()[0]}", file=sys.stderr)
+    except pw.DatabaseError as exc:
+        print(f"emissions: database error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
         return 1
     return status or 0
 

@@ -46,6 +46,9 @@ def create(reference: str, mode: str, value, name: str, source: str, *, region: 
         raise FactorError(f"mode must be one of {', '.join(MODES)}")
     if not reference or len(reference) > 120:
         raise FactorError("reference must be 1 to 120 characters")
+    for field, text, limit in (("name", name, 200), ("source", source, 300), ("region", region, 64)):
+        if text is not None and not 0 < len(text.strip()) <= limit:  # the columns' sizes
+            raise FactorError(f"{field} must be 1 to {limit} characters")
     if valid_from and valid_to and valid_to < valid_from:
         raise FactorError("valid_to must not be before valid_from")
     value = parse_value(value)

@@ -1,0 +1,392 @@
+"""The operator CLI of decisions section 9: --json shapes, effects seen through the API, one-line errors."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import requests
+
+import cli
+import factors
+import migrations
+import models
+from conftest import LiveServer, auth_headers, logistics_body, make_customer, make_org
+
+EMISSIONS = Path(sys.executable).with_name("emissions")
+KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")
+ORG_FIELDS = {"slug", "name", "status", "entitled", "live_capacity", "test_capacity"}
+FACTOR_FIELDS = {"reference", "version", "status", "mode", "value", "ttw_value", "wtt_value", "unit", "name",
+                 "source", "region", "valid_from", "valid_to", "organization"}
+
+
+@pytest.fixture
+def emissions(config, monkeypatch, capsys):
+    """Run `emissions ARGS` in-process on the test database: (exit status, stdout, stderr)."""
+    monkeypatch.setenv("DATABASE_URL", config.database_url)
+
+    def run(*argv):
+        status = cli.main([str(argument) for argument in argv])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+@pytest.fixture
+def ok(emissions):
+    """Run a command with --json that must succeed; return its one JSON object."""
+    def run(*argv):
+        status, out, err = emissions(*argv, "--json")
+        assert (status, err) == (0, ""), err
+        assert out.endswith("\n") and out.count("\n") == 1, out  # one object, one line
+        return json.loads(out)
+    return run
+
+
+@pytest.fixture
+def fails(emissions):
+    """Run a command that must fail: non-zero status, one line on stderr, nothing on stdout; return the line."""
+    def run(*argv, status=1):
+        code, out, err = emissions(*argv)
+        assert code == status, (code, out, err)
+        assert out == ""
+        assert err.endswith("\n") and err.count("\n") == 1, err
+        assert err.startswith("emissions")
+        assert "Traceback" not in err
+        return err
+    return run
+
+
+def calculate(client, key: str, idempotency_key: str = "idem-1", **overrides):
+    return client.post_json("/v1/emissions/logistics", logistics_body(**overrides),
+                            headers=auth_headers(key, idempotency_key), status="*")
+
+
+# --- as a real subprocess ------------------------------------------------------------------------
+
+def run_command(*argv, cwd: Path, **env) -> subprocess.CompletedProcess:
+    environment = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
+    environment.update(env)
+    return subprocess.run([str(EMISSIONS), *argv], cwd=cwd, env=environment, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_migrate_applies_every_migration_once(tmp_path):
+    names = sorted(path.stem for path in migrations.available())
+    url = f"sqlite:///{tmp_path / 'cli.sqlite3'}"
+    first = run_command("migrate", "--json", cwd=tmp_path, DATABASE_URL=url)
+    assert (first.returncode, first.stderr) == (0, "")
+    assert json.loads(first.stdout) == {"applied": names}
+    again = run_command("migrate", "--json", cwd=tmp_path, DATABASE_URL=url)
+    assert json.loads(again.stdout) == {"applied": []}
+    assert "0001_initial" in names
+
+
+def test_without_database_url_the_database_is_a_file_in_the_working_directory(tmp_path):
+    result = run_command("org", "create", "--name", "Acme", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "emissions.sqlite3").exists()
+
+
+@pytest.mark.parametrize("argv, env, status, message", [
+    (["org", "update", "nobody"], {}, 1, "no organization with slug nobody"),
+    ([], {}, 2, "the following arguments are required"),
+    (["factor", "create", "--reference", "x"], {}, 2, "the following arguments are required"),
+    (["migrate"], {"DATABASE_URL": "mysql://localhost/x"}, 1, "DATABASE_URL must start with"),
+    (["migrate"], {"RATE_LIMIT_BURST": "lots"}, 1, "RATE_LIMIT_BURST must be an integer"),
+])
+def test_a_failing_command_exits_non_zero_with_one_line_on_stderr(tmp_path, argv, env, status, message):
+    env.setdefault("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
+    result = run_command(*argv, cwd=tmp_path, **env)
+    assert result.returncode == status
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_an_unreachable_database_is_one_line(fails, monkeypatch, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'missing' / 'x.sqlite3'}")
+    assert "database error" in fails("migrate")
+
+
+# --- organizations -------------------------------------------------------------------------------
+
+def test_org_create_prints_the_organization(ok):
+    assert ok("org", "create", "--name", "Acme Freight Ltd") == {
+        "slug": "acme-freight-ltd", "name": "Acme Freight Ltd", "status": "active", "entitled": True,
+        "live_capacity": None, "test_capacity": None}
+    second = ok("org", "create", "--name", "Acme Freight Ltd")
+    assert second["slug"] == "acme-freight-ltd-2"
+    custom = ok("org", "create", "--name", "Globex", "--slug", "gx", "--not-entitled", "--live-capacity", "5")
+    assert custom == {"slug": "gx", "name": "Globex", "status": "active", "entitled": False, "live_capacity": 5,
+                      "test_capacity": None}
+    assert set(custom) == ORG_FIELDS
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--name", "Acme", "--slug", "Bad Slug"], "slug must be"),
+    (["--name", "Acme", "--slug", "taken"], "already exists"),
+    (["--name", ""], "name must be"),
+    (["--name", "n" * 201], "name must be"),
+    (["--name", "Acme", "--live-capacity", "-1"], "capacity must be"),
+    (["--name", "Acme", "--live-capacity", "many"], "capacity must be"),
+])
+def test_org_create_refuses_bad_input(ok, fails, argv, message):
+    ok("org", "create", "--name", "Taken", "--slug", "taken")
+    assert message in fails("org", "create", *argv)
+
+
+@pytest.mark.on_both
+def test_org_update_changes_what_the_api_sees(ok, fails, client, app, acme):
+    assert calculate(client, acme.key, "a").status_int == 201
+    assert ok("org", "update", "acme", "--status", "suspended")["status"] == "suspended"
+    assert calculate(client, acme.key, "b").json["error"]["code"] == "ORGANIZATION_NOT_ACTIVE"
+    updated = ok("org", "update", "acme", "--status", "active", "--not-entitled")
+    assert (updated["status"], updated["entitled"]) == ("active", False)
+    assert calculate(client, acme.key, "b").json["error"]["code"] == "FEATURE_NOT_ENTITLED"
+    assert ok("org", "update", "acme", "--entitled", "--test-capacity", "1") == {
+        "slug": "acme", "name": "Acme", "status": "active", "entitled": True, "live_capacity": None,
+        "test_capacity": 1}
+    assert calculate(client, acme.key, "b").json["error"]["code"] == "USAGE_LIMIT_REACHED"
+    assert ok("org", "update", "acme", "--test-capacity", "none", "--live-capacity", "7")["live_capacity"] == 7
+    assert calculate(client, acme.key, "b").status_int == 201
+    assert ok("org", "update", "acme", "--live-capacity", "none")["live_capacity"] is None
+    assert "capacity must be" in fails("org", "update", "acme", "--test-capacity", "-3")
+    assert "no organization" in fails("org", "update", "nobody", "--status", "active")
+    assert "invalid choice" in fails("org", "update", "acme", "--status", "deleted", status=2)
+
+
+# --- keys ----------------------------------------------------------------------------------------
+
+@pytest.mark.on_both
+def test_key_create_prints_the_key_once_and_stores_only_a_hash(ok, client, acme):
+    created = ok("key", "create", "--org", "acme", "--env", "test", "--scopes",
+                 "emissions:read, emissions:calculate", "--name", "ci")
+    assert set(created) == {"id", "key", "environment", "scopes"}
+    assert (created["environment"], created["scopes"]) == ("test", ["emissions:calculate", "emissions:read"])
+    assert KEY_FORMAT.match(created["key"]) and created["key"].startswith("service_test_")
+    assert calculate(client, created["key"]).status_int == 201
+    row = models.ApiKey.get_by_id(created["id"])
+    stored = json.dumps({name: str(value) for name, value in row.__data__.items()})
+    assert created["key"] not in stored and created["key"][13:] not in stored
+    live = ok("key", "create", "--org", "acme", "--env", "live", "--scopes", "customers:read")
+    assert live["key"].startswith("service_live_") and live["environment"] == "live"
+
+
+def test_key_create_without_json_prints_the_key_on_the_first_line(emissions, acme):
+    status, out, err = emissions("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:read")
+    assert status == 0 and KEY_FORMAT.match(out.splitlines()[0])
+
+
+def test_an_expired_key_is_refused_by_the_api(ok, client, acme):
+    past = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)).isoformat()
+    created = ok("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate",
+                 "--expires-at", past)
+    assert calculate(client, created["key"]).json["error"]["code"] == "API_KEY_EXPIRED"
+    future = ok("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate",
+                "--expires-at", "2999-01-01T00:00:00Z")
+    assert calculate(client, future["key"]).status_int == 201
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--org", "acme", "--env", "test", "--scopes", "emissions:write"], "unknown scope"),
+    (["--org", "acme", "--env", "test", "--scopes", ","], "at least one scope"),
+    (["--org", "nobody", "--env", "test", "--scopes", "emissions:read"], "no organization"),
+    (["--org", "acme", "--env", "test", "--scopes", "emissions:read", "--expires-at", "soon"], "ISO 8601"),
+    (["--org", "acme", "--env", "test", "--scopes", "emissions:read", "--name", "n" * 201], "name must be"),
+])
+def test_key_create_refuses_bad_input(fails, acme, argv, message):
+    assert message in fails("key", "create", *argv)
+
+
+def test_key_create_refuses_an_unknown_environment(fails, acme):
+    assert "invalid choice" in fails("key", "create", "--org", "acme", "--env", "prod", "--scopes", "x", status=2)
+
+
+def test_key_revoke_stops_the_key_at_once(ok, fails, client, acme):
+    created = ok("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")
+    assert calculate(client, created["key"], "a").status_int == 201
+    assert ok("key", "revoke", created["id"]) == {"id": created["id"], "revoked": True}
+    assert calculate(client, created["key"], "b").json["error"]["code"] == "API_KEY_REVOKED"
+    assert ok("key", "revoke", created["id"]) == {"id": created["id"], "revoked": True}  # again: no change
+    assert "no API key" in fails("key", "revoke", "key_nothing")
+
+
+# --- customers -----------------------------------------------------------------------------------
+
+def test_customer_create_prints_the_customer(ok, fails, client, acme):
+    assert ok("customer", "create", "--org", "acme", "--env", "test", "--reference", "north-1", "--name",
+              "North Ltd", "--country", "gb") == {
+        "reference": "north-1", "name": "North Ltd", "status": "active", "country_code": "GB", "analytics": None,
+        "environment": "test", "organization": "acme"}
+    assert calculate(client, acme.key, customer_reference="north-1").status_int == 201
+    live = ok("customer", "create", "--org", "acme", "--env", "live", "--reference", "north-1", "--name", "North")
+    assert (live["environment"], live["country_code"]) == ("live", None)
+    assert "already exists" in fails("customer", "create", "--org", "acme", "--env", "test", "--reference",
+                                     "north-1", "--name", "Again")
+    assert fails("customer", "create", "--org", "acme", "--env", "test", "--reference", "bad ref", "--name", "X")
+
+
+def test_a_customer_created_suspended_cannot_be_charged(ok, client, acme):
+    ok("customer", "create", "--org", "acme", "--env", "test", "--reference", "paused", "--name", "P",
+       "--status", "suspended")
+    assert calculate(client, acme.key, customer_reference="paused").json["error"]["code"] == "CUSTOMER_ACCESS_DENIED"
+
+
+# --- factors -------------------------------------------------------------------------------------
+
+FACTOR = ["--mode", "ROAD", "--name", "Van", "--source", "Fleet data 2026", "--valid-from", "2026-01-01"]
+
+
+@pytest.mark.on_both
+def test_factor_create_activate_and_retire_govern_what_calculations_use(ok, client, acme, globex):
+    assert ok("factor", "create", "--reference", "van", "--value", "0.5", *FACTOR) == {
+        "reference": "van", "version": 1, "status": "active"}
+    assert calculate(client, acme.key, "a", factor_reference="van").json["emissions"]["value"] == 2000
+    assert calculate(client, globex.key, "a", factor_reference="van").status_int == 201  # global
+    assert ok("factor", "create", "--reference", "van", "--value", "0.25", *FACTOR) == {
+        "reference": "van", "version": 2, "status": "active"}
+    assert ok("factor", "create", "--reference", "van", "--value", "0.1", "--draft", *FACTOR) == {
+        "reference": "van", "version": 3, "status": "draft"}
+    assert calculate(client, acme.key, "b", factor_reference="van").json["factor"]["version"] == 2
+    activated = ok("factor", "activate", "van", "--version", "3")
+    assert activated == {"reference": "van", "version": 3, "status": "active", "mode": "ROAD", "value": "0.1",
+                         "ttw_value": None, "wtt_value": None, "unit": "kgCO2e/tkm", "name": "Van",
+                         "source": "Fleet data 2026", "region": None, "valid_from": "2026-01-01", "valid_to": None,
+                         "organization": None}
+    assert set(activated) == FACTOR_FIELDS
+    statuses = {row["version"]: row["status"] for row in ok("factor", "list")["factors"]
+                if row["reference"] == "van"}
+    assert statuses == {1: "superseded", 2: "superseded", 3: "active"}
+    assert calculate(client, acme.key, "c", factor_reference="van").json["emissions"]["value"] == 400
+    assert ok("factor", "retire", "van")["status"] == "retired"
+    assert calculate(client, acme.key, "d", factor_reference="van").json["error"]["code"] == "FACTOR_NOT_FOUND"
+
+
+def test_a_factor_created_for_an_organization_is_private_to_it(ok, client, acme, globex):
+    assert ok("factor", "create", "--reference", "acme-van", "--value", "0.5", "--org", "acme", *FACTOR) == {
+        "reference": "acme-van", "version": 1, "status": "active"}
+    assert calculate(client, acme.key, factor_reference="acme-van").status_int == 201
+    assert calculate(client, globex.key, factor_reference="acme-van").json["error"]["code"] == "FACTOR_NOT_FOUND"
+    assert ok("factor", "activate", "acme-van", "--version", "1")["organization"] == "acme"
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("argv, message", [
+    (["--reference", "v", "--value", "abc", *FACTOR], "value must be a decimal number"),
+    (["--reference", "v", "--value", "0", *FACTOR], "value must be above 0"),
+    (["--reference", "v", "--value", "-1", *FACTOR], "value must be above 0"),
+    (["--reference", "v", "--value", "NaN", *FACTOR], "value must be above 0"),
+    (["--reference", "v", "--value", "101", *FACTOR], "at most 100"),
+    (["--reference", "v", "--value", "0.1", *FACTOR, "--valid-to", "2025-12-31"], "valid_to must not be before"),
+    (["--reference", "v", "--value", "0.1", *FACTOR[:-2], "--valid-from", "01/01/2026"], "not a date"),
+    (["--reference", "v", "--value", "0.1", *FACTOR, "--org", "nobody"], "no organization"),
+    (["--reference", "r" * 121, "--value", "0.1", *FACTOR], "reference must be"),
+    (["--reference", "v", "--value", "0.1", "--mode", "ROAD", "--name", "n" * 201, "--source", "s"], "name must be"),
+    (["--reference", "v", "--value", "0.1", "--mode", "ROAD", "--name", "n", "--source", " "], "source must be"),
+    (["--reference", "road-default", "--value", "0.1", "--mode", "SEA", "--name", "n", "--source", "s"],
+     "is a ROAD factor"),
+    (["--reference", "road-default", "--value", "0.1", *FACTOR, "--org", "acme"], "already belongs to"),
+])
+def test_factor_create_refuses_bad_input(fails, acme, argv, message):
+    assert message in fails("factor", "create", *argv)
+    assert not models.Factor.select().where(models.Factor.reference == "v").exists()
+
+
+def test_factor_activate_and_retire_refuse_what_does_not_exist(ok, fails, acme):
+    assert "no factor road-default version 9" in fails("factor", "activate", "road-default", "--version", "9")
+    assert "no factor nothing" in fails("factor", "activate", "nothing", "--version", "1")
+    ok("factor", "retire", "road-default")
+    assert "no active version" in fails("factor", "retire", "road-default")
+    assert "invalid int" in fails("factor", "activate", "road-default", "--version", "one", status=2)
+
+
+def test_arguments_that_are_not_utf8_text_are_refused(fails, acme):
+    assert "UTF-8" in fails("org", "create", "--name", "caf\udce9", status=2)
+
+
+# --- quickstart --------------------------------------------------------------------------------------
+
+def test_seed_sandbox_is_repeatable_and_gives_a_new_key_each_time(config, app):
+    first, second = cli.seed_sandbox(config), cli.seed_sandbox(config)
+    assert first != second and KEY_FORMAT.match(first) and KEY_FORMAT.match(second)
+    assert models.Organization.select().where(models.Organization.slug == "sandbox").count() == 1
+    assert models.Customer.select().where(models.Customer.reference == "demo-customer").count() == 1
+    entries = json.loads(factors.LIBRARY_PATH.read_text())["factors"]
+    library = models.Factor.select().count()
+    assert library == len([entry for entry in entries if entry["mode"] in models.MODES]) >= 3
+    cli.seed_sandbox(config)
+    assert models.Factor.select().count() == library
+
+
+def parse_curl(text: str) -> tuple[str, dict, str]:
+    """The URL, headers and body of the printed curl command."""
+    url = re.search(r"curl -sS -X POST (\S+)", text).group(1)
+    headers = dict(header.split(": ", 1) for header in re.findall(r"-H '([^']*)'", text))
+    body = re.search(r"-d '([^']*)'", text).group(1)
+    return url, headers, body
+
+
+def expected_demo_emissions() -> float:
+    factor = models.Factor.get((models.Factor.reference == cli.QUICKSTART_FACTOR) & (models.Factor.status == "active"))
+    value = Fraction(4000) * Fraction(factor.value)  # 12.5 t x 320 km
+    return float(Decimal(value.numerator) / Decimal(value.denominator))  # 6 places or fewer: exact enough
+
+
+def test_the_printed_curl_command_works_against_a_real_server(config, app):
+    key = cli.seed_sandbox(config)
+    with LiveServer(app) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        text = cli.quickstart_curl(key, "0.0.0.0", port)
+        url, headers, body = parse_curl(text)
+        assert url == f"http://127.0.0.1:{port}/v1/emissions/logistics"
+        response = requests.post(url, data=body.encode(), headers=headers, timeout=10)
+        assert response.status_code == 201, response.text
+        assert response.json()["customer"] == {"reference": "demo-customer"}
+        assert response.json()["emissions"]["value"] == pytest.approx(expected_demo_emissions(), abs=1e-6)
+        if shutil.which("curl") and shutil.which("bash"):
+            printed = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30)
+            assert printed.returncode == 0, printed.stderr
+            assert json.loads(printed.stdout)["id"] == response.json()["id"]  # the same Idempotency-Key: a replay
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.skipif(not shutil.which("curl") or not shutil.which("bash"), reason="needs curl and bash")
+def test_quickstart_as_the_readme_runs_it(tmp_path):
+    port = free_port()
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    process = subprocess.Popen([str(EMISSIONS), "quickstart", "--port", str(port)], cwd=tmp_path, env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("Serving on"):
+                break
+        text = "".join(lines)
+        curl = text[text.index("curl "):text.index("Serving on")].strip()
+        result = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=30)
+        calculation = json.loads(result.stdout)
+        assert calculation["status"] == "succeeded" and calculation["customer"] == {"reference": "demo-customer"}
+        assert calculation["activity"] == {"value": 4000, "unit": "tkm"}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert "Stopped." in out
+    assert (tmp_path / "emissions.sqlite3").exists()
