@@ -395,3 +395,24 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
     row = CustomerRollup.get(CustomerRollup.customer == acme.customer.id)
     assert (row.calculation_count, row.activity_tkm, row.emissions_kg) == (30, sum(amounts), 2 * sum(amounts))
     assert (row.first_activity_date, row.last_activity_date) == (days[0], days[-1])
+
+
+@pytest.mark.on_both
+def test_verify_beside_concurrent_writers_reports_no_false_drift(app, acme):
+    failures: list = []
+    with LiveServer(app, threads=8) as server:
+        threads = [threading.Thread(target=post_many,
+                                    args=(server.url, acme.key, [f"t{t}-k{n}" for n in range(5)], failures))
+                   for t in range(4)]
+        for thread in threads:
+            thread.start()
+        reports = []
+        while any(thread.is_alive() for thread in threads) or not reports:
+            # Each customer is checked in one snapshot: a calculation committed between reading
+            # the rollup and reading the calculations must not look like drift.
+            reports.append(customers.verify().drifted)
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    assert all(drifted == [] for drifted in reports)
+    assert customers.verify().calculations == 20
