@@ -422,22 +422,46 @@ def _lock_customer(customer_id: int) -> None:
         db.execute_sql("SELECT id FROM customer WHERE id = %s FOR UPDATE", (customer_id,))
 
 
+def _counted(expected: dict) -> int:
+    return sum(totals.calculation_count for totals in expected.values())
+
+
 def _check(organization_id: int | None, environment: str | None, progress: Progress | None,
            repair: bool) -> Check:
     outcome = Check()
     for customer, slug in _customers(organization_id, environment):
-        with db.atomic() if repair else _snapshot():
-            if repair:
-                _lock_customer(customer.id)
+        with _snapshot():  # no lock while counting: calculations keep being written meanwhile
             stored = stored_rollups(customer.id)
             expected = expected_rollups(customer.id, progress)
-            if expected != stored:
-                outcome.drifted.append(Drift(customer, slug, expected, stored))
-                if repair:
-                    _replace_rollups(customer.id, expected)
         outcome.customers += 1
-        outcome.calculations += sum(totals.calculation_count for totals in expected.values())
+        outcome.calculations += _counted(expected)
+        if expected != stored:
+            if repair:
+                expected = _repair(customer.id, expected)
+            outcome.drifted.append(Drift(customer, slug, expected, stored))
     return outcome
+
+
+def _repair(customer_id: int, expected: dict, attempts: int = 3) -> dict:
+    """Write the recounted rows; return what was written.
+
+    Calculations are only ever added, so an unchanged count under the lock means the recount is
+    still the truth: the lock is held for a count, not for a recount. When calculations arrived
+    in between, count again; after a few tries, recount under the lock.
+    """
+    for _ in range(attempts):
+        with db.atomic():
+            _lock_customer(customer_id)
+            if Calculation.select().where(Calculation.customer == customer_id).count() == _counted(expected):
+                _replace_rollups(customer_id, expected)
+                return expected
+        with _snapshot():
+            expected = expected_rollups(customer_id)
+    with db.atomic():
+        _lock_customer(customer_id)
+        expected = expected_rollups(customer_id)
+        _replace_rollups(customer_id, expected)
+    return expected
 
 
 def _replace_rollups(customer_id: int, expected: dict) -> None:
@@ -458,5 +482,5 @@ def verify(organization_id: int | None = None, environment: str | None = None,
 
 def rebuild(organization_id: int | None = None, environment: str | None = None,
             progress: Progress | None = None) -> Check:
-    """Like verify, and rewrite each drifted customer's rollup rows (one transaction per customer)."""
+    """Like verify, and rewrite each drifted customer's rollup rows (one short transaction each)."""
     return _check(organization_id, environment, progress, repair=True)

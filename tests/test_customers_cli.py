@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import threading
 import json
 from decimal import Decimal
 
@@ -406,3 +407,29 @@ def test_the_progress_bar_redraws_at_most_a_thousand_times():
     empty = io.StringIO()
     cli.ProgressBar(0, "calculations", stream=empty).finish()
     assert empty.getvalue().endswith("100.0%  0/0 calculations\n")
+
+
+@pytest.mark.on_both
+def test_rebuild_counts_again_when_calculations_arrive_while_it_counts(client, acme, monkeypatch):
+    post_calculation(client, acme, "k1", status=201)
+    CustomerRollup.update(calculation_count=5).execute()
+    original = customers.expected_rollups
+    calls = []
+
+    def count_while_a_calculation_arrives(customer_id, progress=None):
+        expected = original(customer_id, progress)
+        calls.append(customers._counted(expected))
+        if len(calls) == 1:  # another connection commits a calculation after this snapshot
+            writer = threading.Thread(target=post_calculation, args=(client, acme, "k2"),
+                                      kwargs={"status": 201, "external_reference": "s2"})
+            writer.start()
+            writer.join()
+        return expected
+
+    monkeypatch.setattr(customers, "expected_rollups", count_while_a_calculation_arrives)
+    outcome = customers.rebuild()
+    assert calls == [1, 2]
+    assert [customers._counted(drift.expected) for drift in outcome.drifted] == [2]
+    monkeypatch.setattr(customers, "expected_rollups", original)
+    assert customers.verify().drifted == []
+    assert customers.analytics(acme.customer)["calculation_count"] == 2
