@@ -1,0 +1,239 @@
+"""Operations: /healthz, the access log, clean shutdown on SIGTERM, and every variable documented."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from webtest import TestApp
+
+import config as config_module
+import models
+from app import create_app
+from conftest import logistics_body, post_calculation
+
+ROOT = Path(__file__).resolve().parent.parent
+EMISSIONS = Path(sys.executable).with_name("emissions")
+
+
+# --- /healthz --------------------------------------------------------------------------------------
+
+@pytest.mark.on_both
+def test_healthz_is_200_without_authentication_when_the_database_answers(client):
+    response = client.get("/healthz", status=200)
+    assert response.json == {"status": "ok", "database": "ok"}
+    assert response.headers["X-Request-Id"]
+    assert response.headers["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize("unreachable", ["sqlite-missing-directory", "postgres-closed-port"])
+def test_healthz_is_503_when_the_database_is_unreachable_and_recovers(client, config, tmp_path, unreachable):
+    if unreachable == "sqlite-missing-directory":
+        models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    else:
+        with socket.socket() as probe:  # a port with nothing listening
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        models.bind(f"postgresql://postgres@127.0.0.1:{port}/nothing?connect_timeout=2")
+    for _ in range(2):  # and again: a failed check leaves nothing broken behind
+        response = client.get("/healthz", status=503)
+        assert response.json == {"status": "unavailable", "database": "unreachable"}
+        assert response.headers["X-Request-Id"]
+    models.bind(config.database_url)
+    assert client.get("/healthz", status=200).json["status"] == "ok"
+
+
+def test_the_api_answers_500_in_the_envelope_while_the_database_is_unreachable(client, acme, tmp_path):
+    models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    response = post_calculation(client, acme, status=500)
+    assert response.json["error"]["code"] == "INTERNAL_ERROR"
+    assert response.json["error"]["request_id"] == response.headers["X-Request-Id"]
+
+
+# --- the access log --------------------------------------------------------------------------------
+
+@pytest.fixture
+def logged(config, caplog):
+    """A client of an app that logs requests, and the access log lines it writes."""
+    app = create_app(config.with_(log_requests=True))
+    caplog.set_level(logging.INFO, logger="emissions.access")
+
+    def lines() -> list[dict]:
+        return [json.loads(record.getMessage()) for record in caplog.records if record.name == "emissions.access"]
+
+    return TestApp(app), lines
+
+
+def test_one_json_line_per_request_with_its_id_method_path_status_latency_and_key_id(logged, acme):
+    client, lines = logged
+    created = post_calculation(client, acme, status=201)
+    client.get("/v1/openapi.json", status=200)
+    client.get(f"/v1/calculations/{created.json['id']}", headers=acme.headers(), status=200)
+    client.get("/nowhere", status=404)
+    records = lines()
+    assert len(records) == 4
+    for record in records:
+        assert set(record) == {"request_id", "method", "path", "status", "latency_ms", "key_id"}
+        assert isinstance(record["latency_ms"], (int, float)) and record["latency_ms"] >= 0
+    key_id = models.ApiKey.get(models.ApiKey.organization == acme.org).id
+    assert [(r["method"], r["path"], r["status"], r["key_id"]) for r in records] == [
+        ("POST", "/v1/emissions/logistics", 201, key_id),
+        ("GET", "/v1/openapi.json", 200, None),
+        ("GET", f"/v1/calculations/{created.json['id']}", 200, key_id),
+        ("GET", "/nowhere", 404, None),
+    ]
+    assert records[0]["request_id"] == created.headers["X-Request-Id"]
+    assert len({record["request_id"] for record in records}) == 4
+
+
+def test_the_access_log_never_holds_a_key_a_secret_or_a_body(logged, acme, secret, config):
+    client, lines = logged
+    body = logistics_body(external_reference="private-shipment-ref", origin={"label": "Secret Depot"})
+    client.post_json("/v1/emissions/logistics", body, headers=acme.headers("idem-private"), status=201)
+    client.post_json("/v1/emissions/logistics", body, headers={"Authorization": "Bearer service_test_" + "x" * 40,
+                                                                "Idempotency-Key": "k"}, status=401)
+    client.post("/v1/emissions/logistics", b"not json at all", status=400,
+                headers={**acme.headers("k2"), "Content-Type": "application/json"})
+    text = "\n".join(json.dumps(record) for record in lines())
+    assert len(lines()) == 3
+    for forbidden in [acme.key, acme.key[13:], "x" * 40, secret.decode(), "private-shipment-ref", "Secret Depot",
+                      "idem-private", "not json at all", "Bearer"]:
+        assert forbidden not in text
+    assert [record["status"] for record in lines()] == [201, 401, 400]
+    assert lines()[1]["key_id"] is None  # an unknown key has no id to log
+
+
+def test_no_access_log_when_turned_off(client, acme, caplog):
+    caplog.set_level(logging.INFO, logger="emissions.access")
+    post_calculation(client, acme, status=201)
+    assert not [record for record in caplog.records if record.name == "emissions.access"]
+
+
+# --- SIGTERM ---------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def cli_json(*argv) -> dict:
+    out = subprocess.run([str(EMISSIONS), *argv, "--json"], capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(out.stdout)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """`emissions serve` as a subprocess on a SQLite file with an org, a key, a customer and a factor."""
+    database = tmp_path / "served.sqlite3"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
+    cli_json("org", "create", "--name", "Acme", "--slug", "acme")
+    key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
+    cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
+    cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
+             "--name", "Road", "--source", "Test")
+    port = free_port()
+    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false"})
+    banner = process.stdout.readline()
+    assert banner.startswith(f"Serving on http://127.0.0.1:{port}"), (banner, process.stderr.read())
+    yield process, f"http://127.0.0.1:{port}", key, database
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def test_sigterm_stops_the_server_cleanly(served):
+    process, url, key, _ = served
+    assert requests.get(url + "/healthz", timeout=10).status_code == 200
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert out.strip() == "Stopped."
+    assert "Traceback" not in err
+
+
+def test_sigterm_lets_an_in_flight_request_finish(served):
+    process, url, key, database = served
+    answers: list = []
+
+    def calculate():
+        try:
+            answers.append(requests.post(url + "/v1/emissions/logistics", json=logistics_body(), timeout=30,
+                                         headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "in-flight"}))
+        except requests.RequestException as exc:
+            answers.append(exc)
+
+    # Hold SQLite's write lock: the request reads, then waits at BEGIN IMMEDIATE, in flight.
+    holder = sqlite3.connect(database, isolation_level=None, timeout=30)
+    holder.execute("BEGIN IMMEDIATE")
+    request = threading.Thread(target=calculate)
+    request.start()
+    time.sleep(1.0)  # sequencing only: let the request reach the lock before the signal
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    holder.execute("ROLLBACK")
+    holder.close()
+    request.join(timeout=30)
+    out, err = process.communicate(timeout=30)
+    assert isinstance(answers[0], requests.Response), answers
+    assert answers[0].status_code == 201, answers[0].text
+    assert process.returncode == 0, err
+    assert out.strip() == "Stopped."
+    with sqlite3.connect(database) as check:
+        assert check.execute("SELECT count(*) FROM calculation").fetchone() == (1,)
+
+
+# --- every environment variable is documented ------------------------------------------------------
+
+def variables_read_in_config() -> set[str]:
+    source = Path(config_module.__file__).read_text()
+    return set(re.findall(r"""env_[a-z]+\(\s*["']([A-Z][A-Z0-9_]*)["']""", source))
+
+
+def documented_configuration() -> dict[str, str]:
+    """The README's Configuration table: variable -> default."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    return {name: default for name, default in re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", section, re.M)}
+
+
+def test_config_reads_the_variables_this_test_knows_how_to_find():
+    assert {"DATABASE_URL", "SECRET_KEY", "RATE_LIMIT_PER_SECOND", "LOG_REQUESTS"} <= variables_read_in_config()
+
+
+def test_every_environment_variable_read_in_config_is_documented_in_the_readme():
+    documented = documented_configuration()
+    missing = variables_read_in_config() - set(documented)
+    assert not missing, f"document in README.md, section Configuration: {sorted(missing)}"
+
+
+def test_the_readme_documents_no_variable_that_config_does_not_read():
+    stale = set(documented_configuration()) - variables_read_in_config()
+    assert not stale, f"README.md documents variables nothing reads: {sorted(stale)}"
+
+
+def test_the_documented_defaults_are_the_defaults(monkeypatch):
+    for name in variables_read_in_config():
+        monkeypatch.delenv(name, raising=False)
+    defaults = config_module.Config.from_env()
+    documented = documented_configuration()
+    for name, field in [("RATE_LIMIT_PER_SECOND", "rate_limit_per_second"), ("RATE_LIMIT_BURST", "rate_limit_burst"),
+                        ("TEST_CAPACITY", "test_capacity"), ("KEY_CACHE_SECONDS", "key_cache_seconds"),
+                        ("THREADS", "threads"), ("WEBHOOK_POLL_SECONDS", "webhook_poll_seconds"),
+                        ("WEBHOOK_TIMEOUT_SECONDS", "webhook_timeout_seconds")]:
+        assert float(documented[name].strip(" `")) == float(getattr(defaults, field)), name
+    assert documented["DATABASE_URL"].strip(" `") == config_module.DEFAULT_DATABASE_URL
+    assert documented["LOG_REQUESTS"].strip(" `") == "true" and defaults.log_requests is True
