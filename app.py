@@ -78,6 +78,18 @@ class Service(bottle.Bottle):
         return result
 
 
+def drop_connection() -> None:
+    """Close this thread's database connection after an unexpected error.
+
+    If the error was a lost connection (the database restarted, a proxy closed it), the thread's
+    next request opens a new one instead of failing the same way forever.
+    """
+    try:
+        models.db.close()
+    except Exception:  # nothing more to do: the connection is already unusable
+        pass
+
+
 def _request_id() -> str:
     return bottle.request.environ.get("emissions.request_id") or str(uuid.uuid4())
 
@@ -129,6 +141,7 @@ class ApiPlugin:
                 return _error(error)
             except Exception:  # anything unexpected: logged with its trace, never shown to the client
                 error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
+                drop_connection()
                 return _error(ApiError("An unexpected error occurred; quote the request_id to support."))
             return _finish(reply.status, reply.body, reply.headers)
 
@@ -223,12 +236,15 @@ def get_openapi() -> Reply:
 
 
 def healthz() -> Reply:
-    try:
-        models.db.execute_sql("SELECT 1").fetchone()
-    except Exception:
-        error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
-        return Reply({"status": "unavailable", "database": "unreachable"}, 503)
-    return Reply({"status": "ok", "database": "ok"})
+    for _ in range(2):  # the second on a new connection: the database may have restarted since
+        try:
+            models.db.execute_sql("SELECT 1").fetchone()
+            return Reply({"status": "ok", "database": "ok"})
+        except Exception:
+            trace = traceback.format_exc()
+            drop_connection()
+    error_log.error(json.dumps({"request_id": _request_id(), "traceback": trace}))
+    return Reply({"status": "unavailable", "database": "unreachable"}, 503)
 
 
 def _routes(app: Service) -> None:

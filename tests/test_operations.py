@@ -21,7 +21,7 @@ from webtest import TestApp
 import config as config_module
 import models
 from app import create_app
-from conftest import logistics_body, post_calculation
+from conftest import LiveServer, logistics_body, make_customer, post_calculation
 
 ROOT = Path(__file__).resolve().parent.parent
 EMISSIONS = Path(sys.executable).with_name("emissions")
@@ -237,3 +237,32 @@ def test_the_documented_defaults_are_the_defaults(monkeypatch):
         assert float(documented[name].strip(" `")) == float(getattr(defaults, field)), name
     assert documented["DATABASE_URL"].strip(" `") == config_module.DEFAULT_DATABASE_URL
     assert documented["LOG_REQUESTS"].strip(" `") == "true" and defaults.log_requests is True
+
+
+# --- a lost database connection ----------------------------------------------------------------
+
+def drop_server_connection(marker: str) -> None:
+    """Terminate the PostgreSQL backend whose last query named `marker` (the server's worker), as a restart would."""
+    ended = models.db.execute_sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE pid <> pg_backend_pid() AND datname = current_database() AND query LIKE %s",
+        (f"%{marker}%",)).fetchall()
+    assert ended == [(True,)], ended
+
+
+@pytest.mark.on_both
+def test_a_worker_recovers_after_the_database_drops_its_connection(app, acme):
+    if not models.is_postgres():
+        pytest.skip("a connection lost to a database restart is a PostgreSQL matter")
+    marker = "conn-" + os.urandom(6).hex()
+    make_customer(acme.org, marker)
+    path = f"/v1/customers/{marker}"
+    with LiveServer(app, threads=1) as server:
+        assert requests.get(server.url + path, headers=acme.headers(), timeout=10).status_code == 200
+        drop_server_connection(marker)
+        failed = requests.get(server.url + path, headers=acme.headers(), timeout=10)
+        assert failed.status_code == 500 and failed.json()["error"]["code"] == "INTERNAL_ERROR"
+        assert requests.get(server.url + path, headers=acme.headers(), timeout=10).status_code == 200
+        drop_server_connection(marker)
+        assert requests.get(server.url + "/healthz", timeout=10).json() == {"status": "ok", "database": "ok"}
+        assert requests.get(server.url + path, headers=acme.headers(), timeout=10).status_code == 200
