@@ -12,6 +12,7 @@ import bottle
 import jwt
 
 import auth
+import webhooks
 from models import ApiKey, Organization, SCOPES, User, utcnow
 
 COOKIE = "emissions_session"
@@ -104,6 +105,11 @@ table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;
 <body><h1>{html.escape(title)}</h1>{body}</body></html>"""
 
 
+NAV = ('<p><a href="/workspace/keys">API keys</a> · <a href="/workspace/webhooks">Webhooks</a></p>'
+       '<form method="post" action="/workspace/logout">'
+       '<input type="hidden" name="csrf" value="{csrf}"><button>Sign out</button></form>')
+
+
 def _reply(content: str, status: int = 200, headers: dict | None = None):
     from app import Reply  # the workspace shares the app's response finishing
     return Reply(content, status, {**HTML_HEADERS, **(headers or {})})
@@ -135,9 +141,10 @@ def _cookie(token: str, max_age: int) -> str:
 class Workspace:
     """Handlers for /workspace; `sessions` signs and reads the login cookie."""
 
-    def __init__(self, sessions: Sessions, secret: bytes):
+    def __init__(self, sessions: Sessions, secret: bytes, allow_private_live: bool = False):
         self.sessions = sessions
         self.secret = secret
+        self.allow_private_live = allow_private_live
 
     def session(self) -> dict | None:
         return self.sessions.read(bottle.request.get_cookie(COOKIE))
@@ -195,7 +202,7 @@ class Workspace:
 <option value="live">live</option></select></label>{scopes}
 <label>Expires (optional, UTC date) <input name="expires_on" type="date"></label>
 <button type="submit">Create key</button></form>
-<form method="post" action="/workspace/logout"><button>Sign out</button></form>"""), status)
+{NAV.format(csrf=csrf)}"""), status)
 
     def _checked_session(self, form: dict) -> dict | None:
         session = self.session()
@@ -226,6 +233,62 @@ class Workspace:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400)
         return self.keys_page(shown_key=plain, status=201)
 
+    def webhooks_page(self, shown_secret: str = "", error: str = "", status: int = 200):
+        session = self.session()
+        if session is None:
+            return _redirect("/workspace/login")
+        org = Organization.get_by_id(session["org"])
+        csrf = html.escape(session["csrf"])
+        sections = []
+        for environment in ("test", "live"):
+            endpoint = webhooks.endpoint_for(org.id, environment)
+            if endpoint is None:
+                current = "<p>No endpoint: events are recorded but not sent.</p>"
+                actions = ""
+            else:
+                reason = f" ({html.escape(endpoint.disabled_reason)})" if endpoint.disabled_reason else ""
+                current = f"<p><code>{html.escape(endpoint.url)}</code>: {endpoint.status}{reason}</p>"
+                actions = "".join(
+                    f'<form method="post" action="/workspace/webhooks"><input type="hidden" name="csrf" '
+                    f'value="{csrf}"><input type="hidden" name="environment" value="{environment}">'
+                    f'<input type="hidden" name="action" value="{action}"><button>{label}</button></form>'
+                    for action, label in (("rotate", "Rotate secret"), ("remove", "Remove")))
+            rule = "https, public address" if environment == "live" else "http or https; localhost allowed"
+            sections.append(f"""<h2>{environment}</h2>{current}{actions}
+<form method="post" action="/workspace/webhooks"><input type="hidden" name="csrf" value="{csrf}">
+<input type="hidden" name="environment" value="{environment}"><input type="hidden" name="action" value="set">
+<label>URL ({rule}) <input name="url" type="url" size="60" maxlength="2048" required></label>
+<button type="submit">Set endpoint</button></form>""")
+        shown = (f'<p>The signing secret. It is shown once: give it to your receiver now.</p>'
+                 f'<p class="key">{html.escape(shown_secret)}</p>') if shown_secret else ""
+        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        return _reply(_page(f"Webhooks · {org.name}", shown + message + "".join(sections)
+                            + NAV.format(csrf=csrf)), status)
+
+    def change_webhook(self):
+        try:
+            form = _form()
+        except WorkspaceError as exc:
+            return self.webhooks_page(error=str(exc), status=400)
+        session = self._checked_session(form)
+        if session is None:
+            return _redirect("/workspace/login")
+        environment, action = _field(form, "environment"), _field(form, "action")
+        try:
+            if action == "set":
+                _, secret = webhooks.set_endpoint(session["org"], environment, _field(form, "url"),
+                                                  allow_private_live=self.allow_private_live)
+            elif action == "rotate":
+                _, secret = webhooks.rotate_secret(session["org"], environment)
+            elif action == "remove":
+                webhooks.remove_endpoint(session["org"], environment)
+                return _redirect("/workspace/webhooks")
+            else:
+                return self.webhooks_page(error="Unknown action.", status=400)
+        except webhooks.WebhookError as exc:
+            return self.webhooks_page(error=f"Not changed: {exc}.", status=400)
+        return self.webhooks_page(shown_secret=secret)
+
     def revoke_key(self, key_id: str):
         try:
             form = _form()
@@ -245,7 +308,7 @@ class Workspace:
 
 def routes(app, secret: bytes) -> None:
     """The workspace's part of the URL map."""
-    workspace = Workspace(Sessions(secret), secret)
+    workspace = Workspace(Sessions(secret), secret, app.settings.webhook_allow_private_live)
     app.route("/workspace", "GET", workspace.index)
     app.route("/workspace/login", "GET", workspace.login_page)
     app.route("/workspace/login", "POST", workspace.login)
@@ -253,3 +316,5 @@ def routes(app, secret: bytes) -> None:
     app.route("/workspace/keys", "GET", workspace.keys_page)
     app.route("/workspace/keys", "POST", workspace.create_key)
     app.route("/workspace/keys/<key_id>/revoke", "POST", workspace.revoke_key)
+    app.route("/workspace/webhooks", "GET", workspace.webhooks_page)
+    app.route("/workspace/webhooks", "POST", workspace.change_webhook)

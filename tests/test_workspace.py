@@ -7,6 +7,7 @@ import re
 import jwt
 import pytest
 
+import webhooks
 import workspace
 from conftest import logistics_body, make_customer, make_factor, make_org
 from models import ApiKey, utcnow
@@ -138,3 +139,38 @@ def test_workspace_pages_are_html_and_never_cached(client, acme_user):
     assert page.headers["Cache-Control"] == "no-store"
     assert page.headers["X-Frame-Options"] == "DENY"
     assert not [name for name in page.headers if name.lower().startswith("access-control")]
+
+
+def change_webhook(client, environment="test", action="set", url="http://127.0.0.1:9/hook", status=200):
+    page = client.get("/workspace/webhooks")
+    form = {"csrf": csrf_token(page), "environment": environment, "action": action, "url": url}
+    return client.post("/workspace/webhooks", form, status=status)
+
+
+def test_setting_a_test_webhook_shows_its_secret_once_and_signs_with_it(client, acme_user):
+    sign_in(client)
+    page = change_webhook(client)
+    secret = re.search(r'<p class="key">(whsec_[^<]+)</p>', page.text).group(1)
+    endpoint = webhooks.endpoint_for(acme_user.id, "test")
+    assert endpoint.url == "http://127.0.0.1:9/hook" and endpoint.secret == secret
+    assert secret not in client.get("/workspace/webhooks").text
+    rotated = change_webhook(client, action="rotate")
+    new_secret = re.search(r'<p class="key">(whsec_[^<]+)</p>', rotated.text).group(1)
+    assert new_secret != secret and webhooks.endpoint_for(acme_user.id, "test").secret == new_secret
+
+
+def test_a_live_webhook_must_be_https_and_public(client, acme_user):
+    sign_in(client)
+    page = change_webhook(client, environment="live", url="http://example.com/hook", status=400)
+    assert "Not changed" in page.text
+    change_webhook(client, environment="live", url="https://127.0.0.1/hook", status=400)
+    assert webhooks.endpoint_for(acme_user.id, "live") is None
+
+
+def test_removing_a_webhook_and_a_form_without_csrf(client, acme_user):
+    sign_in(client)
+    change_webhook(client)
+    client.post("/workspace/webhooks", {"csrf": "guess", "environment": "test", "action": "remove"}, status=303)
+    assert webhooks.endpoint_for(acme_user.id, "test") is not None
+    change_webhook(client, action="remove", status=303)
+    assert webhooks.endpoint_for(acme_user.id, "test") is None
