@@ -194,12 +194,21 @@ def validate(component: str, body: dict) -> dict:
     return body
 
 
-def customer_or_404(principal: auth.Principal, reference: str) -> models.Customer:
+def customer_not_found() -> NotFound:
+    return NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
+
+
+def checked_reference(reference: str) -> str:
+    """The path's customer reference; one that breaks its pattern or length is the tenant-safe 404."""
     if len(reference) > 120 or not schemas.path_parameter_pattern("customerReference").match(reference):
-        raise NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
-    customer = customers.find(principal.organization_id, principal.environment, reference)
+        raise customer_not_found()
+    return reference
+
+
+def customer_or_404(principal: auth.Principal, reference: str) -> models.Customer:
+    customer = customers.find(principal.organization_id, principal.environment, checked_reference(reference))
     if customer is None:
-        raise NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
+        raise customer_not_found()
     return customer
 
 
@@ -227,8 +236,12 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
 
 
 def get_customer_emissions(principal: auth.Principal, reference: str) -> Reply:
-    customer = customer_or_404(principal, reference)
-    return Reply(customer.to_dict(analytics=customers.analytics(customer)))
+    found = customers.find_with_analytics(principal.organization_id, principal.environment,
+                                          checked_reference(reference))
+    if found is None:
+        raise customer_not_found()
+    customer, analytics = found
+    return Reply(customer.to_dict(analytics=analytics))
 
 
 def get_openapi() -> Reply:

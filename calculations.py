@@ -4,17 +4,17 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
+from typing import NamedTuple
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 import peewee as pw
 
 import customers
-import factors
 import jsoncodec
 import limits
 import webhooks
 from errors import ApiError, CalculationFailed, IdempotencyError, NotFound, PermissionError_
-from models import Calculation, db, isoformat, new_id, utcnow
+from models import Calculation, Factor, db, isoformat, new_id, sql, utcnow
 
 SIX_PLACES = Decimal("0.000001")
 SCOPE3_CATEGORY = {"upstream": 4, "downstream": 9}
@@ -53,11 +53,74 @@ def with_defaults(payload: dict) -> dict:
     return {**payload, "business_context": payload.get("business_context", "upstream")}
 
 
-def find_by_key(organization_id: int, environment: str, idempotency_key: str):
-    return (Calculation.select(Calculation.id, Calculation.fingerprint, Calculation.body)
-            .where((Calculation.organization == organization_id) & (Calculation.environment == environment)
-                   & (Calculation.idempotency_key == idempotency_key))
-            .first())
+# The hot path's statements are written by hand: building them with Peewee's query builder cost
+# more than running them (README, "Performance"); tests/test_statement_count.py holds their number.
+
+class Stored(NamedTuple):
+    """The parts of a stored calculation a replay needs."""
+
+    id: str
+    fingerprint: str
+    body: str
+
+
+class CustomerRow(NamedTuple):
+    """The parts of the customer a calculation needs."""
+
+    id: int
+    reference: str
+    status: str
+
+
+FIND_BY_KEY = ("SELECT id, fingerprint, body FROM calculation"
+               " WHERE organization_id = ? AND environment = ? AND idempotency_key = ?")
+
+# Everything calculate() decides on, in one statement: the calculation the key already made, the
+# customer, and the active factor version visible to the organization (global or its own).
+LOOKUP = (
+    "SELECT k.id, k.fingerprint, k.body, c.id, c.reference, c.status,"
+    " f.id, f.reference, f.version, f.mode, f.value, f.name, f.source, f.region, f.valid_from, f.valid_to"
+    " FROM (SELECT 1 AS one) AS base"
+    " LEFT JOIN calculation AS k"
+    "  ON k.organization_id = ? AND k.environment = ? AND k.idempotency_key = ?"
+    " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
+    " LEFT JOIN factor AS f ON f.reference = ? AND f.status = 'active'"
+    "  AND (f.organization_id IS NULL OR f.organization_id = ?)"
+)
+
+GET_BODY = "SELECT body FROM calculation WHERE id = ? AND organization_id = ? AND environment = ?"
+
+INSERT_FIELDS = (
+    Calculation.id, Calculation.organization, Calculation.environment, Calculation.customer,
+    Calculation.external_reference, Calculation.idempotency_key, Calculation.fingerprint, Calculation.mode,
+    Calculation.business_context, Calculation.activity_date, Calculation.cargo_tonnes, Calculation.distance_km,
+    Calculation.activity_tkm, Calculation.emissions_kg, Calculation.factor, Calculation.factor_version,
+    Calculation.factor_value, Calculation.request_id, Calculation.body, Calculation.created_at,
+)
+INSERT = (f"INSERT INTO {Calculation._meta.table_name} ({', '.join(f.column_name for f in INSERT_FIELDS)})"
+          f" VALUES ({', '.join('?' for _ in INSERT_FIELDS)})")
+
+
+def find_by_key(organization_id: int, environment: str, idempotency_key: str) -> Stored | None:
+    """The calculation this organization and environment made with this Idempotency-Key, if any."""
+    row = db.execute_sql(sql(FIND_BY_KEY), (organization_id, environment, idempotency_key)).fetchone()
+    return Stored(*row) if row else None
+
+
+def _lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str,
+            factor_reference: str) -> tuple[Stored | None, CustomerRow | None, Factor | None]:
+    row = db.execute_sql(sql(LOOKUP), (organization_id, environment, idempotency_key, organization_id,
+                                       environment, customer_reference, factor_reference,
+                                       organization_id)).fetchone()
+    existing = Stored(*row[0:3]) if row[0] is not None else None
+    customer = CustomerRow(*row[3:6]) if row[3] is not None else None
+    factor = None
+    if row[6] is not None:
+        factor = Factor(id=row[6], reference=row[7], version=row[8], mode=row[9],
+                        value=Factor.value.python_value(row[10]), name=row[11], source=row[12], region=row[13],
+                        valid_from=Factor.valid_from.python_value(row[14]),
+                        valid_to=Factor.valid_to.python_value(row[15]))
+    return existing, customer, factor
 
 
 def _replay(existing, payload_fingerprint: str) -> Outcome:
@@ -69,13 +132,10 @@ def _replay(existing, payload_fingerprint: str) -> Outcome:
 
 def get(organization_id: int, environment: str, calculation_id: str) -> str:
     """The stored body of a calculation in this organization and environment, or a tenant-safe 404."""
-    row = (Calculation.select(Calculation.body)
-           .where((Calculation.id == calculation_id) & (Calculation.organization == organization_id)
-                  & (Calculation.environment == environment))
-           .first())
+    row = db.execute_sql(sql(GET_BODY), (calculation_id, organization_id, environment)).fetchone()
     if row is None:
         raise NotFound("No calculation with this id exists.")
-    return row.body
+    return row[0]
 
 
 def calculate(organization_id: int, environment: str, payload: dict, idempotency_key: str,
@@ -83,17 +143,16 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
     """Create a calculation for a validated payload, or replay the one its idempotency key made."""
     payload = with_defaults(payload)
     payload_fingerprint = fingerprint(payload)
-    existing = find_by_key(organization_id, environment, idempotency_key)
+    existing, customer, factor = _lookup(organization_id, environment, idempotency_key,
+                                         payload["customer_reference"], payload["factor_reference"])
     if existing is not None:
         return _replay(existing, payload_fingerprint)
 
-    customer = customers.find(organization_id, environment, payload["customer_reference"])
     if customer is None:
         raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
                                "with new calculations.", code="CUSTOMER_ACCESS_DENIED")
-    factor = factors.resolve(organization_id, payload["factor_reference"])
     if factor is None:
         raise NotFound("No active governed factor with this factor_reference is available.",
                        code="FACTOR_NOT_FOUND")
@@ -128,16 +187,11 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
     })
     try:
         with db.atomic():
-            Calculation.insert(
-                id=calculation_id, organization=organization_id, environment=environment,
-                customer=customer.id, external_reference=payload["external_reference"],
-                idempotency_key=idempotency_key, fingerprint=payload_fingerprint, mode=payload["mode"],
-                business_context=payload["business_context"], activity_date=activity_date,
-                cargo_tonnes=payload["cargo"]["value"], distance_km=payload["distance"]["value"],
-                activity_tkm=activity, emissions_kg=emissions, factor=factor.id,
-                factor_version=factor.version, factor_value=factor.value, request_id=request_id,
-                body=body, created_at=created_at,
-            ).execute()
+            values = (calculation_id, organization_id, environment, customer.id, payload["external_reference"],
+                      idempotency_key, payload_fingerprint, payload["mode"], payload["business_context"],
+                      activity_date, payload["cargo"]["value"], payload["distance"]["value"], activity, emissions,
+                      factor.id, factor.version, factor.value, request_id, body, created_at)
+            db.execute_sql(sql(INSERT), [field.db_value(value) for field, value in zip(INSERT_FIELDS, values)])
             # Counted after the insert: a concurrent request with the same key fails on the unique
             # key above and becomes a replay, which capacity never blocks.
             limits.consume(organization_id, environment, test_capacity_default, now=created_at)

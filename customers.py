@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import decimal
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Callable, Iterator, TextIO
+from typing import Callable, Iterator, NamedTuple, TextIO
 
 import schemas
-from models import Calculation, Customer, CustomerRollup, Organization, db, is_postgres
+from models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, db, is_postgres, sql
 
 STATUSES = ("active", "suspended", "archived")
 MAX_NAME = 200
 ZERO = Decimal(0)
-# Every sum is made in this context: 100 digits hold any total the bounded inputs can reach, and a
-# result that would need rounding raises instead of drifting silently.
-EXACT = decimal.Context(prec=100, traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow])
+# Every sum is made in this context (SQLite's decimal_add uses it too): 100 digits hold any total the
+# bounded inputs can reach, and a result that would need rounding raises instead of drifting silently.
+EXACT = EXACT_SUM
 STREAM_BATCH = 5000
 
 Progress = Callable[[int], None]
@@ -185,39 +184,32 @@ def import_customers(organization: Organization, environment: str, stream: TextI
 def add_to_rollup(customer_id: int, environment: str, mode: str, business_context: str,
                   activity: Decimal, emissions: Decimal, activity_date: dt.date) -> None:
     """Add one calculation to its rollup row; call inside the calculation's transaction."""
-    if is_postgres():
-        # NUMERIC arithmetic in one atomic upsert: concurrent writers cannot lose an update.
-        db.execute_sql(
-            "INSERT INTO customer_rollup (customer_id, environment, mode, business_context,"
-            " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date)"
-            " VALUES (%s, %s, %s, %s, 1, %s, %s, %s, %s)"
-            " ON CONFLICT (customer_id, environment, mode, business_context) DO UPDATE SET"
-            " calculation_count = customer_rollup.calculation_count + 1,"
-            " activity_tkm = customer_rollup.activity_tkm + EXCLUDED.activity_tkm,"
-            " emissions_kg = customer_rollup.emissions_kg + EXCLUDED.emissions_kg,"
-            " first_activity_date = LEAST(customer_rollup.first_activity_date, EXCLUDED.first_activity_date),"
-            " last_activity_date = GREATEST(customer_rollup.last_activity_date, EXCLUDED.last_activity_date)",
-            (customer_id, environment, mode, business_context, activity, emissions, activity_date, activity_date),
-        )
-        return
-    # SQLite keeps decimals as text, so the sum is made here; the IMMEDIATE transaction holds the
-    # database's write lock, so no other writer can interleave between this read and the write.
-    row = CustomerRollup.get_or_none(
-        (CustomerRollup.customer == customer_id) & (CustomerRollup.environment == environment)
-        & (CustomerRollup.mode == mode) & (CustomerRollup.business_context == business_context))
-    if row is None:
-        CustomerRollup.create(customer=customer_id, environment=environment, mode=mode,
-                              business_context=business_context, calculation_count=1,
-                              activity_tkm=activity, emissions_kg=emissions,
-                              first_activity_date=activity_date, last_activity_date=activity_date)
-        return
-    (CustomerRollup.update(
-        calculation_count=CustomerRollup.calculation_count + 1,
-        activity_tkm=EXACT.add(row.activity_tkm, activity),
-        emissions_kg=EXACT.add(row.emissions_kg, emissions),
-        first_activity_date=min(row.first_activity_date, activity_date),
-        last_activity_date=max(row.last_activity_date, activity_date),
-    ).where(CustomerRollup.id == row.id).execute())
+    # One atomic upsert, so concurrent writers cannot lose an update. PostgreSQL sums NUMERIC;
+    # SQLite keeps decimals as text and sums them with models.decimal_add (exact, same context).
+    db.execute_sql(sql(ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (
+        customer_id, environment, mode, business_context, CustomerRollup.activity_tkm.db_value(activity),
+        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date))
+
+
+def _rollup_statement(add: str, least: str, greatest: str) -> str:
+    def total(column: str) -> str:
+        return f"{column} = " + add.format(f"customer_rollup.{column}", f"EXCLUDED.{column}")
+
+    return (
+        "INSERT INTO customer_rollup (customer_id, environment, mode, business_context,"
+        " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date)"
+        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)"
+        " ON CONFLICT (customer_id, environment, mode, business_context) DO UPDATE SET"
+        " calculation_count = customer_rollup.calculation_count + 1,"
+        f" {total('activity_tkm')}, {total('emissions_kg')},"
+        f" first_activity_date = {least}(customer_rollup.first_activity_date, EXCLUDED.first_activity_date),"
+        f" last_activity_date = {greatest}(customer_rollup.last_activity_date, EXCLUDED.last_activity_date)"
+    )
+
+
+ROLLUP_POSTGRES = _rollup_statement("{0} + {1}", "LEAST", "GREATEST")
+# SQLite's two-argument MIN and MAX are scalar; its dates are ISO text, so text order is date order.
+ROLLUP_SQLITE = _rollup_statement("decimal_add({0}, {1})", "MIN", "MAX")
 
 
 # --- the analytics, read from the rollup -------------------------------------------------------
@@ -233,6 +225,42 @@ def analytics(customer: Customer) -> dict:
     rows = list(CustomerRollup.select().where((CustomerRollup.customer == customer.id)
                                               & (CustomerRollup.environment == customer.environment)))
     return summarize(customer.environment, rows)
+
+
+class RollupRow(NamedTuple):
+    mode: str
+    business_context: str
+    calculation_count: int
+    activity_tkm: Decimal
+    emissions_kg: Decimal
+    first_activity_date: dt.date
+    last_activity_date: dt.date
+
+
+# The customer and its rollup rows in one statement (one row per rollup row; one row of NULLs
+# after the customer's columns when it has no calculations yet).
+FIND_WITH_ROLLUPS = (
+    "SELECT c.id, c.name, c.status, c.country_code, r.mode, r.business_context, r.calculation_count,"
+    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date"
+    " FROM customer AS c"
+    " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.environment = c.environment"
+    " WHERE c.organization_id = ? AND c.environment = ? AND c.reference = ?"
+)
+
+
+def find_with_analytics(organization_id: int, environment: str, reference: str) -> tuple[Customer, dict] | None:
+    """The customer with this reference and its analytics, or None; what find() and analytics() give."""
+    rows = db.execute_sql(sql(FIND_WITH_ROLLUPS), (organization_id, environment, reference)).fetchall()
+    if not rows:
+        return None
+    customer_id, name, status, country_code = rows[0][:4]
+    customer = Customer(id=customer_id, organization=organization_id, environment=environment,
+                        reference=reference, name=name, status=status, country_code=country_code)
+    decimal_of, date_of = CustomerRollup.activity_tkm.python_value, CustomerRollup.first_activity_date.python_value
+    rollups = [RollupRow(row[4], row[5], row[6], decimal_of(row[7]), decimal_of(row[8]), date_of(row[9]),
+                         date_of(row[10]))
+               for row in rows if row[4] is not None]
+    return customer, summarize(environment, rollups)
 
 
 def summarize(environment: str, rows) -> dict:

@@ -8,7 +8,7 @@ import threading
 import time
 
 from errors import LimitReached
-from models import Organization, UsageCounter, db, utcnow
+from models import Organization, UsageCounter, db, sql, utcnow
 
 
 class TokenBucket:
@@ -88,21 +88,27 @@ def capacity_for(organization: Organization, environment: str, test_default: int
 def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
     """Count one billable calculation, or raise USAGE_LIMIT_REACHED; call inside the write transaction."""
     now = now or utcnow()
-    organization = (Organization.select(Organization.live_capacity, Organization.test_capacity)
-                    .where(Organization.id == organization_id).get())
-    capacity = capacity_for(organization, environment, test_default)
-    period = period_of(now)
-    if capacity is not None and capacity <= 0:
+    if environment == "live":
+        statement, capacity_params = CONSUME_LIVE, (organization_id,)
+    else:
+        statement, capacity_params = CONSUME_TEST, (test_default, organization_id)
+    params = (organization_id, environment, period_of(now), *capacity_params, *capacity_params)
+    if db.execute_sql(sql(statement), params).fetchone() is None:
         _reached(now)
-    query = (UsageCounter
-             .insert(organization=organization_id, environment=environment, period=period, count=1)
-             .on_conflict(conflict_target=[UsageCounter.organization, UsageCounter.environment,
-                                           UsageCounter.period],
-                          update={UsageCounter.count: UsageCounter.count + 1},
-                          where=(UsageCounter.count < capacity) if capacity is not None else None)
-             .returning(UsageCounter.count))
-    if not list(query.execute()):
-        _reached(now)
+
+
+# One statement per billable calculation: the capacity (capacity_for() in SQL; NULL is unlimited) is
+# read inside it, the counter row is created or incremented only while below it, and RETURNING
+# gives no row when the capacity is used up.
+_CONSUME = (
+    'INSERT INTO usage_counter (organization_id, environment, "period", "count")'
+    " SELECT ?, ?, ?, 1 WHERE COALESCE({capacity} > 0, TRUE)"
+    ' ON CONFLICT (organization_id, environment, "period") DO UPDATE SET "count" = usage_counter."count" + 1'
+    ' WHERE COALESCE(usage_counter."count" < {capacity}, TRUE)'
+    ' RETURNING "count"'
+)
+CONSUME_LIVE = _CONSUME.format(capacity="(SELECT live_capacity FROM organization WHERE id = ?)")
+CONSUME_TEST = _CONSUME.format(capacity="(SELECT COALESCE(test_capacity, ?) FROM organization WHERE id = ?)")
 
 
 def _reached(now: dt.datetime):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import uuid
 from decimal import Decimal
 
@@ -50,6 +51,7 @@ def open_database(url: str) -> pw.Database:
             lock_type="IMMEDIATE",  # writers queue at BEGIN instead of failing on lock upgrade
             timeout=10,
         )
+        database.register_function(decimal_add, "decimal_add", 2)
     elif url.startswith(("postgres", "postgresql")):
         database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
     else:
@@ -66,6 +68,31 @@ def bind(url: str) -> pw.Database:
 
 def is_postgres() -> bool:
     return isinstance(db.obj, pw.PostgresqlDatabase)
+
+
+_postgres_statements: dict[str, str] = {}
+
+
+def sql(statement: str) -> str:
+    """A hand-written statement with ? placeholders, in the bound database's style (%s for psycopg2)."""
+    if not isinstance(db.obj, pw.PostgresqlDatabase):
+        return statement
+    converted = _postgres_statements.get(statement)
+    if converted is None:
+        converted = _postgres_statements[statement] = statement.replace("?", "%s")
+    return converted
+
+
+# Sums of exact decimals: 100 digits hold any total the bounded inputs can reach, and a sum that
+# would need rounding raises instead of drifting.
+EXACT_SUM = decimal.Context(prec=100, traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow])
+
+
+def decimal_add(left: str | None, right: str | None) -> str | None:
+    """decimal_add(a, b) in SQLite's SQL: the exact sum of two decimals kept as text."""
+    if left is None or right is None:
+        return None
+    return str(EXACT_SUM.add(Decimal(left), Decimal(right)))
 
 
 class ExactDecimalField(pw.Field):

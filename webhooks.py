@@ -26,7 +26,7 @@ import auth
 import jsoncodec
 from config import Config
 from models import (Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, db, is_postgres, isoformat,
-                    new_id, utcnow)
+                    new_id, sql, utcnow)
 
 SIGNATURE_VERSION = "v1"
 DEFAULT_TOLERANCE_SECONDS = 300
@@ -95,17 +95,26 @@ def record_event(organization_id: int, environment: str, event_type: str, data_j
     head = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
                             "environment": environment})
     payload = head[:-1] + ',"data":' + data_json + "}"
-    has_endpoint = (WebhookEndpoint.select(WebhookEndpoint.id)
-                    .where((WebhookEndpoint.organization == organization_id)
-                           & (WebhookEndpoint.environment == environment)
-                           & (WebhookEndpoint.status == "enabled"))
-                    .exists())
-    return WebhookEvent.create(
-        id=event_id, organization=organization_id, environment=environment, type=event_type,
-        payload=payload, created_at=created_at,
-        delivery_status="pending" if has_endpoint else "skipped",
-        next_attempt_at=created_at if has_endpoint else None,
-    )
+    stored_at = WebhookEvent.created_at.db_value(created_at)
+    (delivery_status,) = db.execute_sql(sql(RECORD_EVENT), (
+        event_id, organization_id, environment, event_type, payload, stored_at, stored_at,
+        organization_id, environment)).fetchone()
+    return WebhookEvent(id=event_id, organization=organization_id, environment=environment, type=event_type,
+                        payload=payload, created_at=created_at, delivery_status=delivery_status,
+                        attempt_count=0, next_attempt_at=created_at if delivery_status == "pending" else None)
+
+
+# One statement: the event row, pending (due now) when the organization has an enabled endpoint for
+# the environment, skipped otherwise.
+RECORD_EVENT = (
+    "INSERT INTO webhook_event (id, organization_id, environment, type, payload, created_at, delivery_status,"
+    " attempt_count, next_attempt_at)"
+    " SELECT ?, ?, ?, ?, ?, ?, CASE WHEN e.id IS NULL THEN 'skipped' ELSE 'pending' END, 0,"
+    " CASE WHEN e.id IS NULL THEN NULL ELSE ? END"
+    " FROM (SELECT 1 AS one) AS base"
+    " LEFT JOIN webhook_endpoint AS e ON e.organization_id = ? AND e.environment = ? AND e.status = 'enabled'"
+    " RETURNING delivery_status"
+)
 
 
 def recent_deliveries(organization_id: int | None = None, environment: str | None = None,
