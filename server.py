@@ -4,8 +4,13 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import uuid
 
 import waitress
+from waitress.channel import HTTPChannel
+from waitress.task import ErrorTask
+
+import jsoncodec
 
 import scheduler as webhook_scheduler
 from app import create_app
@@ -22,6 +27,39 @@ def _configure_logging() -> None:
         logger.propagate = False
 
 
+MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
+
+
+class EnvelopeErrorTask(ErrorTask):
+    """Waitress's own refusals (malformed HTTP, a body over its limit) in the API's error envelope."""
+
+    def execute(self):
+        error = self.request.error
+        request_id = str(uuid.uuid4())
+        message = ("The request body is larger than 64 KiB." if error.code == 413
+                   else f"The HTTP request could not be read: {error.reason.lower()}.")
+        body = jsoncodec.dumps({"error": {"code": "INVALID_REQUEST" if error.code < 500 else "INTERNAL_ERROR",
+                                          "message": message, "request_id": request_id}}).encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.extend([("Content-Type", "application/json"), ("X-Request-Id", request_id),
+                                      ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
+class EnvelopeChannel(HTTPChannel):
+    error_task_class = EnvelopeErrorTask
+
+
+def create_server(app, host: str, port: int, threads: int):
+    """A Waitress server for the app, answering even the requests it cannot parse with the envelope."""
+    server = waitress.create_server(app, host=host, port=port, threads=threads,
+                                    max_request_body_size=MAX_WAITRESS_BODY, ident="emissions")
+    server.channel_class = EnvelopeChannel
+    return server
+
+
 def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops."""
     _configure_logging()
@@ -32,8 +70,7 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
         raise SystemExit(0)  # Waitress catches it, closes its sockets and drains its threads
 
     signal.signal(signal.SIGTERM, stop)
-    server = waitress.create_server(app, host=host, port=port, threads=config.threads,
-                                    max_request_body_size=1024 * 1024, ident="emissions")
+    server = create_server(app, host, port, config.threads)
     print(f"Serving on http://{host}:{server.effective_port} (threads={config.threads})", flush=True)
     try:
         server.run()

@@ -8,7 +8,6 @@ from decimal import Decimal
 
 import peewee as pw
 import pytest
-import waitress
 from waitress import wasyncore
 from webtest import TestApp
 
@@ -19,6 +18,7 @@ import models
 from app import create_app
 from config import Config
 from models import Customer, Organization, SCOPES
+from server import create_server
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
 ALL_SCOPES = list(SCOPES)
@@ -177,7 +177,7 @@ class LiveServer:
     """The app served by Waitress on an ephemeral loopback port, in a thread."""
 
     def __init__(self, app, threads: int = 8):
-        self.server = waitress.create_server(app, host="127.0.0.1", port=0, threads=threads)
+        self.server = create_server(app, "127.0.0.1", 0, threads)  # as `emissions serve` makes it
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -402,6 +402,31 @@ def test_a_post_without_content_length_or_chunking_has_an_empty_body_and_is_400(
     assert json.loads(body)["error"]["request_id"] == headers["x-request-id"]
 
 
+def assert_envelope(status: int, headers: dict, body: bytes, expected_status: int) -> None:
+    assert status == expected_status, body
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert error["request_id"] == headers["x-request-id"]
+
+
+def test_a_body_over_the_servers_own_limit_is_413_in_the_envelope(live_server, acme):
+    request = (f"POST {URL} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {acme.key}\r\n"
+               "Content-Type: application/json\r\nIdempotency-Key: idem-1\r\n"
+               f"Content-Length: {50 * 1024 * 1024}\r\nConnection: close\r\n\r\n").encode()
+    assert_envelope(*raw_exchange(live_server, request), 413)  # refused before the body is sent
+
+
+@pytest.mark.parametrize("request_bytes, status", [
+    (b"GARBAGE\r\n\r\n", 400),
+    (f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Length: twelve\r\n\r\n".encode(), 400),
+    (f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n".encode(), 400),
+    (f"POST {URL} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode(), 400),
+], ids=["not HTTP", "Content-Length not a number", "negative Content-Length", "bad chunk"])
+def test_requests_the_server_cannot_parse_get_the_envelope(live_server, request_bytes, status):
+    assert_envelope(*raw_exchange(live_server, request_bytes), status)
+
+
 # --- hostile input: never a 500, always the envelope, no partial write ---------------------------
 
 def many_keys(count: int) -> list[str]:
