@@ -21,7 +21,8 @@ def loads(raw: bytes | str):
         return json.loads(raw, parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant)
     except InvalidJson:
         raise
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError, ArithmeticError) as exc:
+        # ArithmeticError: a number beyond what Decimal can hold, like 1e99999999999999999999
         raise InvalidJson(str(exc)) from None
 
 

@@ -238,6 +238,8 @@ NOT_A_JSON_OBJECT = {
     "a raw NUL byte in a string": VALID.replace(b"Manchester", b"Man\x00chester"),
     "single quotes": VALID.replace(b'"', b"'"),
     "deep nesting": b"[" * 30_000 + b"]" * 30_000,
+    "an exponent beyond any decimal": VALID.replace(b"12.5", b"1e99999999999999999999"),
+    "a negative exponent beyond any decimal": VALID.replace(b"12.5", b"1e-99999999999999999999"),
 }
 
 
@@ -459,6 +461,8 @@ HOSTILE_VALUES = {
     "many decimal places": ("cargo.value", "0." + "1" * 1001, 422),
     "a long zero fraction": ("cargo.value", "1." + "0" * 1001, 422),
     "huge exponent in an unknown field": ("weight", "1e999999999", 422),
+    "the largest exponent a decimal holds": ("cargo.value", "1e999999999999999999", 422),
+    "the smallest exponent a decimal holds": ("distance.value", "1e-999999999999999999", 422),
     "deep nesting in a known field": ("origin.code", "[" * 5000 + "]" * 5000, 400),
     "deep nesting within the recursion limit": ("destination", '{"a":' * 500 + "1" + "}" * 500, 422),
     "an object for a number": ("cargo.value", '{"value": 1}', 422),
