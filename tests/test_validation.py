@@ -488,6 +488,26 @@ def test_hostile_values_get_the_envelope_not_a_500(client, acme, path, literal, 
         assert calculation_count() == 0
 
 
+PROBES = [None, True, 0, -1, 1e-7, 12.5, 1e308, "", " ", "x" * 121, "x" * 201, "ROAD", "tonne", "km",
+          "2026-03-01", "2026-02-29", "\u0000", "\ud800", "\u202e\ufeff", "𝄞" * 120, [], [1, {"a": None}], {},
+          {"code": "X"}, {"value": 1, "unit": "km"}]
+PATHS = ["customer_reference", "external_reference", "mode", "origin", "origin.code", "origin.label",
+         "origin.country", "destination", "destination.code", "cargo", "cargo.value", "cargo.unit", "distance",
+         "distance.value", "distance.unit", "activity_date", "business_context", "factor_reference", "extra"]
+
+
+@pytest.mark.on_both
+def test_any_value_at_any_position_is_answered_without_a_500(client, acme):
+    seen = set()
+    for number, (path, probe) in enumerate(itertools.product(PATHS, PROBES)):
+        response = client.post_json(URL, changed(path, probe), headers=acme.headers(f"probe-{number}"), status="*")
+        assert response.status_int in (201, 404, 422), (path, probe, response.body)
+        assert response.json.get("error", {}).get("code", "created") in (
+            "created", "INVALID_REQUEST", "CUSTOMER_NOT_FOUND", "FACTOR_NOT_FOUND", "CALCULATION_FAILED")
+        seen.add(response.status_int)
+    assert seen == {201, 404, 422}
+
+
 @pytest.mark.on_both
 def test_a_tiny_value_is_stored_and_written_compactly(client, acme):
     raw = json.dumps(logistics_body()).replace("12.5", "1e-1000").encode()
