@@ -1,6 +1,7 @@
 """The HTTP API: create_app() builds the Bottle application; the URL map is in _routes()."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -269,6 +270,9 @@ def _routes(app: Service) -> None:
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
               scopes_all=("customers:read", "customer-analytics:read"))
     app.route("/v1/customers/<reference:path>", "GET", get_customer,
+              scopes_all=("customers:read",))
+    # An empty reference breaks the pattern: after authentication it is CUSTOMER_NOT_FOUND too.
+    app.route("/v1/customers/", "GET", functools.partial(get_customer, reference=""),
               scopes_all=("customers:read",))
     app.route("/v1/openapi.json", "GET", get_openapi)
     app.route("/healthz", "GET", healthz)

@@ -416,3 +416,9 @@ def test_verify_beside_concurrent_writers_reports_no_false_drift(app, acme):
     assert failures == []
     assert all(drifted == [] for drifted in reports)
     assert customers.verify().calculations == 20
+
+
+def test_an_empty_customer_reference_is_customer_not_found_after_authentication(client, acme):
+    assert client.get("/v1/customers/", status=401).json["error"]["code"] == "INVALID_API_KEY"
+    response = client.get("/v1/customers/", headers=acme.headers(), status=404)
+    assert response.json["error"]["code"] == "CUSTOMER_NOT_FOUND"
