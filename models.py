@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import logging
+import sqlite3
+import threading
 import uuid
 from decimal import Decimal
 
@@ -41,16 +44,100 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+class SqliteDatabase(pw.SqliteDatabase):
+    """SQLite whose write transactions first queue on a lock of this process, then BEGIN IMMEDIATE.
+
+    SQLite lets one writer in at a time and makes the others wait in its busy handler, which sleeps
+    and retries (sleeps of up to 100 ms), so under load a writer sleeps on long after the lock is
+    free. This process's threads wait on a Python lock instead and go the moment it is released;
+    other processes (the CLI, another instance) still meet the busy handler and busy_timeout.
+    """
+
+    WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._writer = threading.Lock()
+        self._holding = threading.local()
+
+    def begin(self, lock_type=None):
+        if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES:
+            return super().begin(lock_type)  # a read snapshot (DEFERRED) does not queue
+        if not self._writer.acquire(timeout=self._timeout):
+            raise pw.OperationalError("database is locked: this process's other writers held it too long")
+        self._holding.lock = True
+        try:
+            super().begin(lock_type)
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self):
+        super().commit()  # when COMMIT fails the transaction is still open: rollback() releases
+        self._release()
+
+    def rollback(self):
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if getattr(self._holding, "lock", False):
+            self._holding.lock = False
+            self._writer.release()
+
+
+class WalCheckpointer:
+    """Checkpoints SQLite's write-ahead log from a thread of its own, for a serving process.
+
+    By default the connection whose commit takes the log past 1000 pages copies the log into the
+    database and syncs it, inside its request and while this process's writers queue behind it.
+    Here a thread does that every `interval` seconds with a PASSIVE checkpoint (it never blocks or
+    waits for anyone, and SQLite does the work with the GIL released, on the other core), and the
+    request connections checkpoint themselves only past BACKSTOP_PAGES, should this thread fall behind.
+    """
+
+    BACKSTOP_PAGES = 10_000  # about 40 MB of log
+
+    def __init__(self, database: SqliteDatabase, interval: float = 0.25):
+        self.database = database
+        self.interval = interval
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wal-checkpoint", daemon=True)
+
+    def start(self) -> "WalCheckpointer":
+        self.database.pragma("wal_autocheckpoint", self.BACKSTOP_PAGES, permanent=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        # Its own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction.
+        connection = sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False)
+        try:
+            while not self._stopping.wait(self.interval):
+                try:
+                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as error:  # the next round tries again; the backstop still holds
+                    logging.getLogger("emissions.error").warning("WAL checkpoint failed: %s", error)
+        finally:
+            connection.close()
+
+
 def open_database(url: str) -> pw.Database:
     """A database for a DATABASE_URL, with the settings this service relies on."""
     if url.startswith("sqlite"):
-        database = db_url.connect(
-            url,
-            pragmas=SQLITE_PRAGMAS,
-            field_types=SQLITE_FIELD_TYPES,
-            lock_type="IMMEDIATE",  # writers queue at BEGIN instead of failing on lock upgrade
-            timeout=10,
-        )
+        database = SqliteDatabase(**{
+            "timeout": 10,
+            **db_url.parse(url),
+            "pragmas": SQLITE_PRAGMAS,
+            "field_types": SQLITE_FIELD_TYPES,
+            "lock_type": "IMMEDIATE",  # writers queue at BEGIN instead of failing on lock upgrade
+        })
         database.register_function(decimal_add, "decimal_add", 2)
     elif url.startswith(("postgres", "postgresql")):
         database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
@@ -68,6 +155,10 @@ def bind(url: str) -> pw.Database:
 
 def is_postgres() -> bool:
     return isinstance(db.obj, pw.PostgresqlDatabase)
+
+
+def is_sqlite() -> bool:
+    return isinstance(db.obj, pw.SqliteDatabase)
 
 
 _postgres_statements: dict[str, str] = {}

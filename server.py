@@ -11,6 +11,7 @@ from waitress.channel import HTTPChannel
 from waitress.task import ErrorTask
 
 import jsoncodec
+import models
 
 import scheduler as webhook_scheduler
 from app import create_app
@@ -65,6 +66,7 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
     _configure_logging()
     app = create_app(config)
     scheduler = webhook_scheduler.start(config)
+    checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
 
     def stop(signum, frame):
         raise SystemExit(0)  # Waitress catches it, closes its sockets and drains its threads
@@ -79,4 +81,6 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
     finally:
         server.close()
         scheduler.shutdown(wait=True)
+        if checkpointer is not None:
+            checkpointer.stop()
         print("Stopped.", flush=True)

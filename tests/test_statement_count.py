@@ -1,0 +1,127 @@
+"""The SQL statements each hot request sends, counted exactly, so that they cannot creep back.
+
+Every statement the service sends goes through a cursor of the database (Peewee's execute_sql,
+BEGIN and COMMIT alike); the counter wraps that cursor. README, "Performance", says why each one
+is there.
+"""
+from __future__ import annotations
+
+import pytest
+from webtest import TestApp
+
+import models
+import webhooks
+from app import create_app
+from conftest import logistics_body
+
+pytestmark = pytest.mark.on_both
+
+POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]  # lookup; calculation,
+# usage counter, customer rollup, webhook event in one transaction
+
+
+class CountingCursor:
+    """A database cursor that records the first word of every statement it executes."""
+
+    def __init__(self, cursor, log: list):
+        self._cursor, self._log = cursor, log
+
+    def execute(self, statement, params=None):
+        self._log.append(statement.split(None, 1)[0].upper())
+        self._cursor.execute(statement, params or ())
+        return self
+
+    def __iter__(self):
+        return iter(self._cursor)
+
+    def __getattr__(self, name):
+        return getattr(self._cursor, name)
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    """The statements of the requests made while counting (a fresh list per `with`)."""
+    database = models.db.obj
+    original = database.cursor
+    log: list = []
+
+    def counting_cursor(*args, **kwargs):
+        return CountingCursor(original(*args, **kwargs), log)
+
+    monkeypatch.setattr(database, "cursor", counting_cursor)
+
+    class Counter:
+        def __enter__(self):
+            log.clear()
+            return log
+
+        def __exit__(self, *exc):
+            return False
+
+    return Counter()
+
+
+@pytest.fixture
+def warm_client(config, acme):
+    """The API with the key cache on (as served) and the key already looked up once."""
+    client = TestApp(create_app(config.with_(key_cache_seconds=3600)))
+    client.get("/v1/customers/cust-1", headers=acme.headers())
+    return client
+
+
+def post(client, persona, key: str, status: int):
+    return client.post_json("/v1/emissions/logistics", logistics_body(), headers=persona.headers(key), status=status)
+
+
+def test_a_new_calculation_is_one_lookup_and_one_transaction_of_four_writes(warm_client, acme, statements):
+    with statements as sent:
+        post(warm_client, acme, "count-new", 201)
+    assert sent == POST_NEW
+
+
+def test_a_new_calculation_with_a_webhook_endpoint_sends_the_same_statements(warm_client, acme, statements):
+    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
+    with statements as sent:
+        post(warm_client, acme, "count-hook", 201)
+    assert sent == POST_NEW
+    assert models.WebhookEvent.get().delivery_status == "pending"
+
+
+def test_a_replay_is_one_select(warm_client, acme, statements):
+    post(warm_client, acme, "count-replay", 201)
+    with statements as sent:
+        post(warm_client, acme, "count-replay", 200)
+    assert sent == ["SELECT"]
+
+
+def test_reading_a_calculation_is_one_select(warm_client, acme, statements):
+    calculation_id = post(warm_client, acme, "count-get", 201).json["id"]
+    with statements as sent:
+        warm_client.get(f"/v1/calculations/{calculation_id}", headers=acme.headers(), status=200)
+    assert sent == ["SELECT"]
+
+
+def test_customer_analytics_is_one_select(warm_client, acme, statements):
+    post(warm_client, acme, "count-analytics", 201)
+    with statements as sent:
+        response = warm_client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
+    assert sent == ["SELECT"]
+    assert response.json["analytics"]["calculation_count"] == 1
+
+
+def test_customer_analytics_without_calculations_is_one_select(warm_client, acme, statements):
+    with statements as sent:
+        response = warm_client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
+    assert sent == ["SELECT"]
+    assert response.json["analytics"]["calculation_count"] == 0
+
+
+def test_a_key_not_in_the_cache_costs_one_more_select(client, acme, statements):
+    # The conftest app caches keys for 0 seconds: every request looks its key up.
+    post(client, acme, "count-cold", 201)
+    with statements as sent:
+        post(client, acme, "count-cold", 200)
+    assert sent == ["SELECT", "SELECT"]
+    with statements as sent:
+        post(client, acme, "count-cold-new", 201)
+    assert sent == ["SELECT"] + POST_NEW
