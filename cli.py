@@ -92,6 +92,9 @@ def cmd_migrate(args, config):
     emit(args, {"applied": args.applied}, "applied: " + (", ".join(args.applied) or "nothing, up to date"))
 
 
+ORG_CREATE_FIELDS = ("slug", "name", "status", "entitled")
+
+
 def cmd_org_create(args, config):
     if not 0 < len(args.name.strip()) <= 200:
         raise CommandError("name must be 1 to 200 characters")
@@ -104,7 +107,8 @@ def cmd_org_create(args, config):
                                   else capacity(args.live_capacity))
     except pw.IntegrityError:
         raise CommandError(f"an organization with slug {slug} already exists") from None
-    emit(args, org.to_dict())
+    # Exactly the decided shape; `org update` and `usage` show the capacities.
+    emit(args, {name: value for name, value in org.to_dict().items() if name in ORG_CREATE_FIELDS})
 
 
 def cmd_org_update(args, config):
