@@ -112,7 +112,8 @@ def _lookup(organization_id: int, environment: str, idempotency_key: str, custom
     row = db.execute_sql(sql(LOOKUP), (organization_id, environment, idempotency_key, organization_id,
                                        environment, customer_reference, factor_reference,
                                        organization_id)).fetchone()
-    existing = Stored(*row[0:3]) if row[0] is not None else None
+    if row[0] is not None:
+        return Stored(*row[0:3]), None, None  # a replay needs nothing else
     customer = CustomerRow(*row[3:6]) if row[3] is not None else None
     factor = None
     if row[6] is not None:
@@ -120,7 +121,7 @@ def _lookup(organization_id: int, environment: str, idempotency_key: str, custom
                         value=Factor.value.python_value(row[10]), name=row[11], source=row[12], region=row[13],
                         valid_from=Factor.valid_from.python_value(row[14]),
                         valid_to=Factor.valid_to.python_value(row[15]))
-    return existing, customer, factor
+    return None, customer, factor
 
 
 def _replay(existing, payload_fingerprint: str) -> Outcome:
@@ -185,19 +186,22 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
         "factor": factor.lineage(),
         "created_at": isoformat(created_at),
     })
+    values = (calculation_id, organization_id, environment, customer.id, payload["external_reference"],
+              idempotency_key, payload_fingerprint, payload["mode"], payload["business_context"],
+              activity_date, payload["cargo"]["value"], payload["distance"]["value"], activity, emissions,
+              factor.id, factor.version, factor.value, request_id, body, created_at)
+    row = [field.db_value(value) for field, value in zip(INSERT_FIELDS, values)]
+    event = webhooks.new_event(organization_id, environment, "calculation.succeeded", body)
     try:
+        # Only the four writes run in the transaction: everything else was made before it began.
         with db.atomic():
-            values = (calculation_id, organization_id, environment, customer.id, payload["external_reference"],
-                      idempotency_key, payload_fingerprint, payload["mode"], payload["business_context"],
-                      activity_date, payload["cargo"]["value"], payload["distance"]["value"], activity, emissions,
-                      factor.id, factor.version, factor.value, request_id, body, created_at)
-            db.execute_sql(sql(INSERT), [field.db_value(value) for field, value in zip(INSERT_FIELDS, values)])
+            db.execute_sql(sql(INSERT), row)
             # Counted after the insert: a concurrent request with the same key fails on the unique
             # key above and becomes a replay, which capacity never blocks.
             limits.consume(organization_id, environment, test_capacity_default, now=created_at)
             customers.add_to_rollup(customer.id, environment, payload["mode"], payload["business_context"],
                                     activity, emissions, activity_date)
-            webhooks.record_event(organization_id, environment, "calculation.succeeded", body)
+            webhooks.insert_event(event)
     except pw.IntegrityError:
         # A concurrent request with the same key committed first: answer as its replay.
         existing = find_by_key(organization_id, environment, idempotency_key)

@@ -94,10 +94,12 @@ def _write(value, out) -> None:
 
 def canonical(value) -> str:
     """A canonical text of parsed JSON: sorted keys, numbers by value (12 == 12.0)."""
+    if type(value) is str:  # the commonest value first; the text is the one dumps() writes
+        return _encode_string(value)
     if isinstance(value, dict):
-        return "{" + ",".join(_encode_string(k) + ":" + canonical(value[k]) for k in sorted(value)) + "}"
+        return "{" + ",".join([_encode_string(k) + ":" + canonical(value[k]) for k in sorted(value)]) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(canonical(item) for item in value) + "]"
+        return "[" + ",".join([canonical(item) for item in value]) + "]"
     if isinstance(value, Decimal):
         return decimal_text(value)
     return dumps(value)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import queue
 import signal
 import sys
 import uuid
@@ -18,14 +20,29 @@ from app import create_app
 from config import Config
 
 
-def _configure_logging() -> None:
+def _configure_logging(queued: bool = False) -> logging.handlers.QueueListener | None:
+    """One line per record on stderr; with `queued`, written by a thread of its own (returned, started).
+
+    The server queues: with a plain StreamHandler its request threads took turns on the handler's
+    lock while one of them wrote to stderr ("Dealing with handlers that block" in the logging docs).
+    """
+    # Records carry only their message ("Optimization" in the logging docs): no caller frame lookup,
+    # no thread or process names, which the one-line formats never show.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    records: queue.SimpleQueue = queue.SimpleQueue()
     for name in ("emissions.access", "emissions.error", "emissions.webhooks"):
         logger = logging.getLogger(name)
-        logger.addHandler(handler)
+        logger.addHandler(logging.handlers.QueueHandler(records) if queued else handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+    if not queued:
+        return None
+    listener = logging.handlers.QueueListener(records, handler)
+    listener.start()
+    return listener
 
 
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
@@ -63,7 +80,14 @@ def create_server(app, host: str, port: int, threads: int):
 
 def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops."""
-    _configure_logging()
+    log_writer = _configure_logging(queued=True)
+    try:
+        _serve(config, host, port)
+    finally:
+        log_writer.stop()  # writes what is still queued
+
+
+def _serve(config: Config, host: str, port: int) -> None:
     app = create_app(config)
     scheduler = webhook_scheduler.start(config)
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None

@@ -17,6 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import peewee as pw
@@ -88,20 +89,43 @@ def verify(secret: str, headers, body: bytes, tolerance: int = DEFAULT_TOLERANCE
 
 # --- events (the outbox) --------------------------------------------------------------------
 
-def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
-    """Write the event (and its pending delivery when an endpoint is enabled); call in the outcome's transaction."""
+class NewEvent(NamedTuple):
+    """An event ready to be written: new_event() builds it, insert_event() writes it."""
+
+    id: str
+    organization_id: int
+    environment: str
+    type: str
+    payload: str
+    created_at: dt.datetime
+
+
+def new_event(organization_id: int, environment: str, event_type: str, data_json: str) -> NewEvent:
+    """The event and its exact body, built before the outcome's transaction so that it stays short."""
     event_id = new_id()
     created_at = utcnow()
     head = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
                             "environment": environment})
-    payload = head[:-1] + ',"data":' + data_json + "}"
-    stored_at = WebhookEvent.created_at.db_value(created_at)
+    return NewEvent(event_id, organization_id, environment, event_type, head[:-1] + ',"data":' + data_json + "}",
+                    created_at)
+
+
+def insert_event(event: NewEvent) -> str:
+    """Write the event, pending when an endpoint is enabled; call in the outcome's transaction. Returns its status."""
+    stored_at = WebhookEvent.created_at.db_value(event.created_at)
     (delivery_status,) = db.execute_sql(sql(RECORD_EVENT), (
-        event_id, organization_id, environment, event_type, payload, stored_at, stored_at,
-        organization_id, environment)).fetchone()
-    return WebhookEvent(id=event_id, organization=organization_id, environment=environment, type=event_type,
-                        payload=payload, created_at=created_at, delivery_status=delivery_status,
-                        attempt_count=0, next_attempt_at=created_at if delivery_status == "pending" else None)
+        event.id, event.organization_id, event.environment, event.type, event.payload, stored_at, stored_at,
+        event.organization_id, event.environment)).fetchone()
+    return delivery_status
+
+
+def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
+    """Write the event (and its pending delivery when an endpoint is enabled); call in the outcome's transaction."""
+    event = new_event(organization_id, environment, event_type, data_json)
+    delivery_status = insert_event(event)
+    return WebhookEvent(id=event.id, organization=organization_id, environment=environment, type=event_type,
+                        payload=event.payload, created_at=event.created_at, delivery_status=delivery_status,
+                        attempt_count=0, next_attempt_at=event.created_at if delivery_status == "pending" else None)
 
 
 # One statement: the event row, pending (due now) when the organization has an enabled endpoint for

@@ -3,7 +3,7 @@
 Starts `emissions serve` on a fresh SQLite file (seeded through the CLI) and a bare Bottle app on
 Waitress with the same thread count (bench/bare_app.py), drives each scenario with wrk, and prints
 requests/s, p50 and p99 per scenario and the ratio of each to the bare app. Writes the results as
-JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--duration 8] [--connections 16]
+JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--rounds 3] [--duration 3] [--threads 8]
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import re
 import resource
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -208,6 +209,29 @@ def run_wrk(wrk: str, url: str, script: Path, seconds: float, connections: int, 
     }
 
 
+def combine(runs: list[dict]) -> dict:
+    """One scenario over all rounds: total requests over total time; the median round's p50 and
+    p99 (wrk reports percentiles per run, not the samples to merge); the worst round's max."""
+    seconds = sum(run["seconds"] for run in runs)
+
+    def median(key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    return {
+        "requests": sum(run["requests"] for run in runs),
+        "seconds": round(seconds, 3),
+        "requests_per_second": round(sum(run["requests"] for run in runs) / seconds, 1),
+        "p50_ms": median("p50_ms"),
+        "p90_ms": median("p90_ms"),
+        "p99_ms": median("p99_ms"),
+        "max_ms": max(run["max_ms"] for run in runs),
+        "errors": sum(run["errors"] for run in runs),
+        "server_cpu_percent": round(sum(r["server_cpu_percent"] * r["seconds"] for r in runs) / seconds, 1),
+        "wrk_cpu_percent": round(sum(r["wrk_cpu_percent"] * r["seconds"] for r in runs) / seconds, 1),
+        "rounds": runs,
+    }
+
+
 def machine() -> dict:
     cpuinfo = Path("/proc/cpuinfo").read_text()
     model = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.MULTILINE)
@@ -222,7 +246,8 @@ def machine() -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=int, default=8, help="seconds measured per scenario")
+    parser.add_argument("--duration", type=int, default=3, help="seconds measured per scenario and round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all scenarios")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per scenario")
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
     parser.add_argument("--threads", type=int, default=8, help="Waitress threads of both servers")
@@ -263,14 +288,23 @@ def main() -> int:
         ]
         results = {}
         print(f"wrk: {args.connections} connections, {args.wrk_threads} thread(s); servers: "
-              f"{args.threads} Waitress threads; {args.warmup:g} s warm-up + {args.duration:g} s per scenario",
-              flush=True)
+              f"{args.threads} Waitress threads; {args.warmup} s warm-up, then {args.rounds} rounds of "
+              f"{args.duration} s per scenario", flush=True)
+        # Every scenario runs once per round, bare and service side by side, so that a change in
+        # the machine's background load during the run touches both alike.
         for name, process, url, method, path, headers, request_body, expected, fresh in scenarios:
-            for phase, seconds in (("warmup", args.warmup), ("measure", args.duration)):
-                script = wrk_script(workdir, f"{name}-{phase}", method, path, headers, request_body, expected,
-                                    fresh, f"{label}-{name}-{phase}")
-                result = run_wrk(wrk, url, script, seconds, args.connections, args.wrk_threads, process.pid)
-            results[name] = result
+            script = wrk_script(workdir, f"{name}-warmup", method, path, headers, request_body, expected, fresh,
+                                f"{label}-{name}-warmup")
+            run_wrk(wrk, url, script, args.warmup, args.connections, args.wrk_threads, process.pid)
+        rounds: dict[str, list] = {scenario[0]: [] for scenario in scenarios}
+        for number in range(args.rounds):
+            for name, process, url, method, path, headers, request_body, expected, fresh in scenarios:
+                script = wrk_script(workdir, f"{name}-{number}", method, path, headers, request_body, expected,
+                                    fresh, f"{label}-{name}-{number}")
+                rounds[name].append(run_wrk(wrk, url, script, args.duration, args.connections, args.wrk_threads,
+                                            process.pid))
+        for name, runs in rounds.items():
+            results[name] = result = combine(runs)
             print(f"  {name:24} {result['requests_per_second']:9.1f} req/s  p50 {result['p50_ms']:7.2f} ms"
                   f"  p99 {result['p99_ms']:7.2f} ms  errors {result['errors']}"
                   f"  (server CPU {result['server_cpu_percent']:.0f}%, wrk CPU {result['wrk_cpu_percent']:.0f}%)",
@@ -302,7 +336,7 @@ def main() -> int:
         "taken_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "settings": {"connections": args.connections, "wrk_threads": args.wrk_threads,
-                     "server_threads": args.threads, "duration_seconds": args.duration,
+                     "server_threads": args.threads, "seconds_per_round": args.duration, "rounds": args.rounds,
                      "warmup_seconds": args.warmup, "log_requests": args.log_requests == "true",
                      "rate_limit": "disabled", "database": "SQLite (fresh file, models.SQLITE_PRAGMAS)"},
         "scenarios": results,

@@ -52,6 +52,10 @@ TYPE_TESTS: dict[str, Check] = {
 }
 
 
+STRING_KEYWORDS = {"type", "minLength", "maxLength", "pattern", "enum", "const", "format"}
+NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
 def _holds_schema(value) -> bool:
     """True if a keyword's value is or contains something that could be a sub-schema."""
     if isinstance(value, (dict, bool)):
@@ -83,10 +87,14 @@ class _Compiler:
             return _never
         if not isinstance(node, dict):
             raise Uncompilable(f"not a schema: {node!r}")
+        unsupported = [keyword for keyword in node if keyword in UNSUPPORTED]
+        if unsupported:
+            raise Uncompilable(f"{unsupported[0]} is not supported")
+        special = self.string_node(node) or self.number_node(node) or self.object_node(node, resolver, refs)
+        if special is not None:
+            return special
         checks: list[Check] = []
         for keyword, value in node.items():
-            if keyword in UNSUPPORTED:
-                raise Uncompilable(f"{keyword} is not supported")
             if keyword not in self.keywords:
                 continue  # an annotation (description, default, ...): jsonschema ignores it too
             if keyword in ("properties", "additionalProperties", "patternProperties"):
@@ -109,8 +117,8 @@ class _Compiler:
             tests = [TYPE_TESTS[name] for name in names]
             return tests[0] if len(tests) == 1 else (lambda instance: any(test(instance) for test in tests))
         if keyword == "required":
-            names = tuple(value)
-            return lambda instance: not isinstance(instance, dict) or all(name in instance for name in names)
+            names = frozenset(value)
+            return lambda instance: not isinstance(instance, dict) or names <= instance.keys()
         if keyword in ("minLength", "maxLength") and isinstance(value, int) and not isinstance(value, bool):
             if keyword == "minLength":
                 return lambda instance: not isinstance(instance, str) or len(instance) >= value
@@ -145,6 +153,96 @@ class _Compiler:
                 return lambda instance: any(branch(instance) for branch in branches)
             return _all(branches)
         return self.leaf(keyword, value, node)
+
+    def _validating(self, node: dict) -> dict:
+        return {keyword: value for keyword, value in node.items() if keyword in self.keywords}
+
+    def string_node(self, node: dict) -> Check | None:
+        """{"type": "string", ...} with length, pattern, enum or const and format: one function."""
+        keywords = self._validating(node)
+        if keywords.get("type") != "string" or not set(keywords) <= STRING_KEYWORDS:
+            return None
+        if not all(isinstance(keywords.get(name, 0), int) and not isinstance(keywords.get(name, 0), bool)
+                   for name in ("minLength", "maxLength")):
+            return None
+        options = keywords.get("enum", [keywords["const"]] if "const" in keywords else None)
+        if options is not None and not (isinstance(options, list) and all(isinstance(o, str) for o in options)):
+            return None
+        shortest, longest = keywords.get("minLength", 0), keywords.get("maxLength")
+        search = re.compile(keywords["pattern"]).search if isinstance(keywords.get("pattern"), str) else None
+        if "pattern" in keywords and search is None:
+            return None
+        allowed = frozenset(options) if options is not None else None
+        checker, form = self.validator.format_checker, keywords.get("format")
+        conforms = checker.conforms if (checker is not None and isinstance(form, str)) else None
+
+        def check(instance) -> bool:
+            if not isinstance(instance, str):
+                return False
+            size = len(instance)
+            return (size >= shortest and (longest is None or size <= longest)
+                    and (search is None or search(instance) is not None)
+                    and (allowed is None or instance in allowed)
+                    and (conforms is None or conforms(instance, form)))
+
+        return check
+
+    def number_node(self, node: dict) -> Check | None:
+        """{"type": "number", ...} with bounds and leaf keywords (x-maxDecimalPlaces): one function."""
+        keywords = self._validating(node)
+        if keywords.get("type") != "number":
+            return None
+        bounds = {name: keywords.pop(name) for name in NUMBER_BOUNDS if name in keywords}
+        del keywords["type"]
+        if not all(_is_number(bound) for bound in bounds.values()):
+            return None
+        try:
+            leaves = [self.leaf(keyword, value, node) for keyword, value in keywords.items()]
+        except Uncompilable:
+            return None
+        low, high = bounds.get("minimum"), bounds.get("maximum")
+        above, below = bounds.get("exclusiveMinimum"), bounds.get("exclusiveMaximum")
+
+        def check(instance) -> bool:
+            if not _is_number(instance):
+                return False
+            if ((low is not None and instance < low) or (high is not None and instance > high)
+                    or (above is not None and instance <= above) or (below is not None and instance >= below)):
+                return False
+            for leaf in leaves:
+                if not leaf(instance):
+                    return False
+            return True
+
+        return check
+
+    def object_node(self, node: dict, resolver, refs: tuple) -> Check | None:
+        """{"type": "object", ...}: type, required and members in one function, other keywords after."""
+        keywords = self._validating(node)
+        if keywords.get("type") != "object":
+            return None
+        if "patternProperties" in keywords:
+            raise Uncompilable("patternProperties is not supported")
+        required = frozenset(keywords.get("required", ()))
+        properties = {name: self.schema(sub, resolver, refs) for name, sub in keywords.get("properties", {}).items()}
+        additional = keywords.get("additionalProperties", True)
+        extra = None if additional is True else self.schema(additional, resolver, refs)
+        rest = [self.keyword(keyword, value, node, resolver, refs) for keyword, value in keywords.items()
+                if keyword not in ("type", "required", "properties", "additionalProperties")]
+
+        def check(instance) -> bool:
+            if not isinstance(instance, dict) or not required <= instance.keys():
+                return False
+            for name, member in instance.items():
+                test = properties.get(name, extra)
+                if test is not None and not test(member):
+                    return False
+            for test in rest:
+                if not test(instance):
+                    return False
+            return True
+
+        return check
 
     def leaf(self, keyword: str, value, node: dict) -> Check:
         """jsonschema's own function for a keyword without sub-schemas (it only looks at the instance)."""
