@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import queue
 import signal
 import sys
+import threading
 import uuid
 
 import waitress
@@ -20,29 +20,75 @@ from app import create_app
 from config import Config
 
 
-def _configure_logging(queued: bool = False) -> logging.handlers.QueueListener | None:
-    """One line per record on stderr; with `queued`, written by a thread of its own (returned, started).
+class LogWriter:
+    """Writes the lines queued by LineQueue to a stream in batches, from a thread of its own.
 
-    The server queues: with a plain StreamHandler its request threads took turns on the handler's
-    lock while one of them wrote to stderr ("Dealing with handlers that block" in the logging docs).
+    A request thread only appends its line to a queue: nobody is woken for it (a writer blocked
+    on the queue would be, once per request, and take the GIL from the request threads each time).
+    Every `interval` seconds this thread writes what has gathered in one write; stop() writes the rest.
     """
+
+    def __init__(self, stream, interval: float = 0.1):
+        self.stream = stream
+        self.interval = interval
+        self.lines: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
+
+    def start(self) -> "LogWriter":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.flush()
+
+    def flush(self) -> None:
+        lines = []
+        while True:
+            try:
+                lines.append(self.lines.get_nowait())
+            except queue.Empty:
+                break
+        if lines:
+            self.stream.write("\n".join(lines) + "\n")
+            self.stream.flush()
+
+
+class LineQueue(logging.Handler):
+    """Formats a record and hands the line to a LogWriter."""
+
+    def __init__(self, writer: LogWriter):
+        super().__init__()
+        self.writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.writer.lines.put(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+def _configure_logging(queued: bool = False) -> LogWriter | None:
+    """One line per record on stderr; with `queued`, written in batches by a LogWriter (returned, started)."""
     # Records carry only their message ("Optimization" in the logging docs): no caller frame lookup,
     # no thread or process names, which the one-line formats never show.
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
+    writer = LogWriter(sys.stderr).start() if queued else None
+    handler = LineQueue(writer) if writer else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    records: queue.SimpleQueue = queue.SimpleQueue()
     for name in ("emissions.access", "emissions.error", "emissions.webhooks"):
         logger = logging.getLogger(name)
-        logger.addHandler(logging.handlers.QueueHandler(records) if queued else handler)
+        logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
-    if not queued:
-        return None
-    listener = logging.handlers.QueueListener(records, handler)
-    listener.start()
-    return listener
+    return writer
 
 
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
