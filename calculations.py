@@ -219,5 +219,5 @@ def _fail(organization_id: int, environment: str, payload: dict, request_id: str
         "error": {"code": error.code, "message": error.message, "request_id": request_id},
     })
     with db.atomic():
-        webhooks.record_event(organization_id, environment, "calculation.failed", data)
+        webhooks.insert_event(webhooks.new_event(organization_id, environment, "calculation.failed", data))
     raise error

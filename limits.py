@@ -93,19 +93,18 @@ def consume(organization_id: int, environment: str, test_default: int, now: dt.d
     else:
         statement, capacity_params = CONSUME_TEST, (test_default, organization_id)
     params = (organization_id, environment, period_of(now), *capacity_params, *capacity_params)
-    if db.execute_sql(sql(statement), params).fetchone() is None:
+    if db.execute_sql(sql(statement), params).rowcount != 1:
         _reached(now)
 
 
 # One statement per billable calculation: the capacity (capacity_for() in SQL; NULL is unlimited) is
-# read inside it, the counter row is created or incremented only while below it, and RETURNING
-# gives no row when the capacity is used up.
+# read inside it, and the counter row is created or incremented only while below it: no row changed
+# means the capacity is used up.
 _CONSUME = (
     'INSERT INTO usage_counter (organization_id, environment, "period", "count")'
     " SELECT ?, ?, ?, 1 WHERE COALESCE({capacity} > 0, TRUE)"
     ' ON CONFLICT (organization_id, environment, "period") DO UPDATE SET "count" = usage_counter."count" + 1'
     ' WHERE COALESCE(usage_counter."count" < {capacity}, TRUE)'
-    ' RETURNING "count"'
 )
 CONSUME_LIVE = _CONSUME.format(capacity="(SELECT live_capacity FROM organization WHERE id = ?)")
 CONSUME_TEST = _CONSUME.format(capacity="(SELECT COALESCE(test_capacity, ?) FROM organization WHERE id = ?)")

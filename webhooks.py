@@ -110,22 +110,19 @@ def new_event(organization_id: int, environment: str, event_type: str, data_json
                     created_at)
 
 
-def insert_event(event: NewEvent) -> str:
-    """Write the event, pending when an endpoint is enabled; call in the outcome's transaction. Returns its status."""
+def insert_event(event: NewEvent) -> None:
+    """Write the event, pending when an endpoint is enabled; call in the outcome's transaction."""
     stored_at = WebhookEvent.created_at.db_value(event.created_at)
-    (delivery_status,) = db.execute_sql(sql(RECORD_EVENT), (
-        event.id, event.organization_id, event.environment, event.type, event.payload, stored_at, stored_at,
-        event.organization_id, event.environment)).fetchone()
-    return delivery_status
+    db.execute_sql(sql(RECORD_EVENT), (event.id, event.organization_id, event.environment, event.type,
+                                       event.payload, stored_at, stored_at, event.organization_id,
+                                       event.environment))
 
 
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
     """Write the event (and its pending delivery when an endpoint is enabled); call in the outcome's transaction."""
     event = new_event(organization_id, environment, event_type, data_json)
-    delivery_status = insert_event(event)
-    return WebhookEvent(id=event.id, organization=organization_id, environment=environment, type=event_type,
-                        payload=event.payload, created_at=event.created_at, delivery_status=delivery_status,
-                        attempt_count=0, next_attempt_at=event.created_at if delivery_status == "pending" else None)
+    insert_event(event)
+    return WebhookEvent.get_by_id(event.id)
 
 
 # One statement: the event row, pending (due now) when the organization has an enabled endpoint for
@@ -137,7 +134,6 @@ RECORD_EVENT = (
     " CASE WHEN e.id IS NULL THEN NULL ELSE ? END"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN webhook_endpoint AS e ON e.organization_id = ? AND e.environment = ? AND e.status = 'enabled'"
-    " RETURNING delivery_status"
 )
 
 
