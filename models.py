@@ -224,7 +224,12 @@ def isoformat(value: dt.datetime | None) -> str | None:
     """RFC 3339 with milliseconds and a Z, the way every timestamp leaves the service."""
     if value is None:
         return None
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    utc = value.astimezone(dt.timezone.utc)
+    if utc.year < 1000:  # strftime's %Y does not pad such years; keep its text for them
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    # The same text as strftime, formatted directly (a third cheaper; every write formats two).
+    return (f"{utc.year}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}."
+            f"{value.microsecond // 1000:03d}Z")
 
 
 class BaseModel(pw.Model):
