@@ -454,7 +454,7 @@ def cmd_deliver(args, config):
 def cmd_serve(args, config):
     import server
 
-    server.serve(config, host=args.host, port=args.port)
+    server.serve(config, host=args.host, port=args.port, json_output=args.json)
 
 
 SANDBOX_SLUG = "sandbox"
@@ -497,6 +497,14 @@ def cmd_quickstart(args, config):
     import server
 
     plain = seed_sandbox(config)
+    if args.json:
+        def announce(url: str) -> None:
+            print(json.dumps({"organization": SANDBOX_SLUG, "environment": "test", "customer": DEMO_CUSTOMER,
+                              "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port)}),
+                  flush=True)
+
+        server.serve(config, host=args.host, port=args.port, json_output=True, announce=announce)
+        return
     print(f"""
 Sandbox organization: {SANDBOX_SLUG} (test environment), demo customer: {DEMO_CUSTOMER}
 Test API key (shown once): {plain}

@@ -1,6 +1,7 @@
 """Running the service: Waitress, the webhook scheduler, clean shutdown on SIGTERM."""
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import signal
@@ -124,16 +125,21 @@ def create_server(app, host: str, port: int, threads: int):
     return server
 
 
-def serve(config: Config, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops."""
+def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_output: bool = False,
+          announce=None) -> None:
+    """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops.
+
+    Once listening it calls announce(url), or prints where it serves: a text line, or with
+    json_output one JSON object, in which case every other line goes to stderr.
+    """
     log_writer = _configure_logging(queued=True)
     try:
-        _serve(config, host, port)
+        _serve(config, host, port, json_output, announce)
     finally:
         log_writer.stop()  # writes what is still queued
 
 
-def _serve(config: Config, host: str, port: int) -> None:
+def _serve(config: Config, host: str, port: int, json_output: bool, announce) -> None:
     app = create_app(config)
     scheduler = webhook_scheduler.start(config)
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
@@ -143,7 +149,13 @@ def _serve(config: Config, host: str, port: int) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     server = create_server(app, host, port, config.threads)
-    print(f"Serving on http://{host}:{server.effective_port} (threads={config.threads})", flush=True)
+    url = f"http://{host}:{server.effective_port}"
+    if announce is not None:
+        announce(url)
+    elif json_output:
+        print(json.dumps({"url": url, "threads": config.threads}), flush=True)
+    else:
+        print(f"Serving on {url} (threads={config.threads})", flush=True)
     try:
         server.run()
     except (SystemExit, KeyboardInterrupt):
@@ -153,4 +165,4 @@ def _serve(config: Config, host: str, port: int) -> None:
         scheduler.shutdown(wait=True)
         if checkpointer is not None:
             checkpointer.stop()
-        print("Stopped.", flush=True)
+        print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)

@@ -388,3 +388,23 @@ def test_quickstart_as_the_readme_runs_it(tmp_path):
     assert process.returncode == 0, err
     assert "Stopped." in out
     assert (tmp_path / "emissions.sqlite3").exists()
+
+
+def test_serve_and_quickstart_with_json_print_exactly_one_json_object(tmp_path):
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    for command in ("serve", "quickstart"):
+        port = free_port()
+        process = subprocess.Popen([str(EMISSIONS), command, "--port", str(port), "--json"], cwd=tmp_path,
+                                   env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            announced = json.loads(process.stdout.readline())
+            assert announced["url"] == f"http://127.0.0.1:{port}"
+            if command == "quickstart":
+                assert KEY_FORMAT.match(announced["key"]) and announced["customer"] == "demo-customer"
+                result = subprocess.run(["bash", "-c", announced["curl"]], capture_output=True, text=True, timeout=30)
+                assert json.loads(result.stdout)["status"] == "succeeded"
+        finally:
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+        assert out == "" and "Stopped." in err
