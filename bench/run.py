@@ -102,8 +102,11 @@ def ensure_wrk() -> str:
         return found
     print("wrk is not installed; installing it with apt-get (Debian package 'wrk') ...", flush=True)
     prefix = [] if os.geteuid() == 0 else ["sudo"]
-    subprocess.run(prefix + ["apt-get", "install", "-y", "-q", "wrk"], check=True,
-                   stdout=subprocess.DEVNULL)
+    install = prefix + ["apt-get", "install", "-y", "-q", "wrk"]
+    if subprocess.run(install, stdout=subprocess.DEVNULL).returncode != 0:
+        # A fresh machine may have no package lists yet.
+        subprocess.run(prefix + ["apt-get", "update", "-q"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(install, check=True, stdout=subprocess.DEVNULL)
     found = shutil.which("wrk")
     if not found:
         sys.exit("bench: wrk is still not on PATH after apt-get install wrk")
