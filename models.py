@@ -1,6 +1,7 @@
 """Peewee models, the database proxy and the connection settings for SQLite and PostgreSQL."""
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import decimal
 import logging
@@ -44,6 +45,39 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+class FifoLock:
+    """A lock handed to its waiters in the order they came (threading.Lock lets a late one barge in)."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._waiters: collections.deque = collections.deque()
+        self._held = False
+
+    def acquire(self, timeout: float) -> bool:
+        with self._guard:
+            if not self._held:
+                self._held = True
+                return True
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        if turn.acquire(timeout=timeout):
+            return True  # release() handed the lock over
+        with self._guard:
+            try:
+                self._waiters.remove(turn)
+            except ValueError:
+                return True  # handed over just as the wait timed out
+            return False
+
+    def release(self) -> None:
+        with self._guard:
+            if self._waiters:
+                self._waiters.popleft().release()  # stays held: the next waiter owns it now
+            else:
+                self._held = False
+
+
 class SqliteDatabase(pw.SqliteDatabase):
     """SQLite whose write transactions first queue on a lock of this process, then BEGIN IMMEDIATE.
 
@@ -57,7 +91,7 @@ class SqliteDatabase(pw.SqliteDatabase):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._writer = threading.Lock()
+        self._writer = FifoLock()
         self._holding = threading.local()
 
     def begin(self, lock_type=None):
