@@ -37,26 +37,27 @@ def _load(path: Path):
 
 def run(database: pw.Database) -> list[str]:
     """Apply every migration not yet recorded, each in its own transaction; return their names."""
+    postgres = isinstance(database, pw.PostgresqlDatabase)
+    if postgres:
+        # Several instances may start at once: the first migrates, the rest wait. The lock is taken
+        # before the history table is created, since concurrent CREATE TABLE IF NOT EXISTS collide.
+        database.execute_sql("SELECT pg_advisory_lock(%s)", (POSTGRES_LOCK_ID,))
+    try:
+        return _apply(database)
+    finally:
+        if postgres:
+            database.execute_sql("SELECT pg_advisory_unlock(%s)", (POSTGRES_LOCK_ID,))
+
+
+def _apply(database: pw.Database) -> list[str]:
     applied: list[str] = []
     with database.bind_ctx([MigrationHistory]):
         database.create_tables([MigrationHistory], safe=True)
         for path in available():
-            with database.atomic():
-                if isinstance(database, pw.PostgresqlDatabase):
-                    # Several instances may start at once: the first migrates, the rest wait.
-                    database.execute_sql("SELECT pg_advisory_xact_lock(%s)", (POSTGRES_LOCK_ID,))
+            with database.atomic():  # on SQLite, BEGIN IMMEDIATE: one migrating process at a time
                 if MigrationHistory.get_or_none(MigrationHistory.name == path.stem):
                     continue
                 _load(path).up(SchemaMigrator.from_database(database), database)
                 MigrationHistory.create(name=path.stem, applied_at=dt.datetime.utcnow())
                 applied.append(path.stem)
     return applied
-
-
-def pending(database: pw.Database) -> list[str]:
-    """Names of migrations not yet applied."""
-    with database.bind_ctx([MigrationHistory]):
-        if not database.table_exists("migration_history"):
-            return [path.stem for path in available()]
-        done = {row.name for row in MigrationHistory.select()}
-    return [path.stem for path in available() if path.stem not in done]
