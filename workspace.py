@@ -13,6 +13,8 @@ import jwt
 
 import auth
 import webhooks
+from errors import LimitReached
+from limits import RateLimiter
 from models import ApiKey, Organization, SCOPES, User, utcnow
 
 COOKIE = "emissions_session"
@@ -23,6 +25,8 @@ HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8",
                 "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
 # scrypt: memory-hard; n=2**14 costs about 50 ms a check on this class of machine.
 SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
+# Sign-in attempts: 10 at once, then one every 30 s, per email and per client address.
+SIGN_IN_RATE, SIGN_IN_BURST = 1 / 30, 10
 
 
 class WorkspaceError(ValueError):
@@ -41,7 +45,7 @@ def check_password(password: str, stored: str) -> bool:
         candidate = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), **SCRYPT)
     except ValueError:
         return False
-    return hmac.compare_digest(candidate.hex(), digest)
+    return hmac.compare_digest(candidate.hex().encode(), digest.encode())
 
 
 # A fixed hash to check against when the email is unknown, so both cases take the same time.
@@ -135,7 +139,8 @@ def _field(form: dict, name: str) -> str:
 
 
 def _cookie(token: str, max_age: int) -> str:
-    return f"{COOKIE}={token}; Path=/workspace; HttpOnly; SameSite=Strict; Max-Age={max_age}"
+    secure = "; Secure" if bottle.request.urlparts.scheme == "https" else ""
+    return f"{COOKIE}={token}; Path=/workspace; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
 
 
 class Workspace:
@@ -145,6 +150,8 @@ class Workspace:
         self.sessions = sessions
         self.secret = secret
         self.allow_private_live = allow_private_live
+        self.attempts_by_email = RateLimiter(SIGN_IN_RATE, SIGN_IN_BURST)
+        self.attempts_by_address = RateLimiter(SIGN_IN_RATE, SIGN_IN_BURST)
 
     def session(self) -> dict | None:
         return self.sessions.read(bottle.request.get_cookie(COOKIE))
@@ -152,20 +159,27 @@ class Workspace:
     def index(self):
         return _redirect("/workspace/keys" if self.session() else "/workspace/login")
 
-    def login_page(self, error: str = "", status: int = 200):
+    def login_page(self, error: str = "", status: int = 200, headers: dict | None = None):
         message = f'<p class="error">{html.escape(error)}</p>' if error else ""
         return _reply(_page("Sign in", f"""{message}
 <form method="post" action="/workspace/login">
 <label>Email <input name="email" type="email" required autocomplete="username"></label>
 <label>Password <input name="password" type="password" required autocomplete="current-password"></label>
-<button type="submit">Sign in</button></form>"""), status)
+<button type="submit">Sign in</button></form>"""), status, headers)
 
     def login(self):
         try:
             form = _form()
         except WorkspaceError as exc:
             return self.login_page(str(exc), 400)
-        user = authenticate_user(_field(form, "email"), _field(form, "password"))
+        email = _field(form, "email").strip().lower()
+        try:
+            self.attempts_by_address.check(bottle.request.remote_addr or "")
+            self.attempts_by_email.check(email)
+        except LimitReached as limit:
+            return self.login_page(f"Too many sign-in attempts; try again in {limit.retry_after} seconds.", 429,
+                                   {"Retry-After": str(limit.retry_after)})
+        user = authenticate_user(email, _field(form, "password"))
         if user is None or user.organization.status != "active":
             return self.login_page("Email or password is not right.", 401)
         token = self.sessions.issue(user)
@@ -206,7 +220,7 @@ class Workspace:
 
     def _checked_session(self, form: dict) -> dict | None:
         session = self.session()
-        if session is None or not hmac.compare_digest(_field(form, "csrf"), session["csrf"]):
+        if session is None or not hmac.compare_digest(_field(form, "csrf").encode(), session["csrf"].encode()):
             return None
         return session
 

@@ -174,3 +174,23 @@ def test_removing_a_webhook_and_a_form_without_csrf(client, acme_user):
     assert webhooks.endpoint_for(acme_user.id, "test") is not None
     change_webhook(client, action="remove", status=303)
     assert webhooks.endpoint_for(acme_user.id, "test") is None
+
+
+def test_a_csrf_field_with_non_ascii_text_is_refused_not_a_crash(client, acme_user):
+    sign_in(client)
+    client.post("/workspace/keys", {"csrf": "é", "environment": "test", "scopes": "emissions:read"}, status=303)
+    assert ApiKey.select().count() == 0
+
+
+def test_sign_in_attempts_are_throttled_per_email(client, acme_user):
+    for _ in range(workspace.SIGN_IN_BURST):
+        sign_in(client, password="wrong password!", status=401)
+    refused = sign_in(client, status=429)
+    assert "Too many sign-in attempts" in refused.text and int(refused.headers["Retry-After"]) >= 1
+
+
+def test_the_session_cookie_is_secure_when_served_over_https(client, acme_user):
+    response = client.post("/workspace/login", {"email": "ops@acme.example", "password": PASSWORD},
+                           extra_environ={"wsgi.url_scheme": "https"}, status=303)
+    assert "; Secure" in response.headers["Set-Cookie"]
+    assert "; Secure" not in sign_in(client).headers["Set-Cookie"]
