@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -75,14 +76,16 @@ def verify(secret: str, headers, body: bytes, tolerance: int = DEFAULT_TOLERANCE
     signature = lowered.get("x-service-webhook-signature")
     if not (event_id and timestamp and signature):
         raise InvalidSignature("missing X-Service-Webhook-Id, -Timestamp or -Signature header")
-    if not timestamp.isdigit():
+    # ASCII digits only: str.isdigit() accepts "²", which int() refuses; 15 digits outlast any clock.
+    if not re.fullmatch(r"[0-9]{1,15}", timestamp):
         raise InvalidSignature("X-Service-Webhook-Timestamp is not Unix seconds")
     now = time.time() if now is None else now
     if abs(now - int(timestamp)) > tolerance:
         raise InvalidSignature("X-Service-Webhook-Timestamp is outside the tolerance")
     if isinstance(body, str):
         body = body.encode()
-    if not hmac.compare_digest(sign(secret, event_id, timestamp, body), signature):
+    # Bytes, because compare_digest raises TypeError on a str with non-ASCII characters.
+    if not hmac.compare_digest(sign(secret, event_id, timestamp, body).encode(), signature.encode()):
         raise InvalidSignature("signature does not match")
     return event_id
 

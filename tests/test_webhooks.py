@@ -77,6 +77,30 @@ def test_verify_refuses_a_forged_stale_or_incomplete_delivery(secret, headers, b
         webhooks.verify(secret, headers, body.encode(), now=int(GOLDEN_TIMESTAMP) + now)
 
 
+HOSTILE_HEADERS = [
+    pytest.param(golden_headers(timestamp="\u00b2"), id="superscript-two-timestamp"),
+    pytest.param(golden_headers(timestamp="\u0661\u0667\u0666\u0667\u0662\u0662\u0665\u0666\u0660\u0660"),
+                 id="arabic-indic-digits-timestamp"),
+    pytest.param(golden_headers(timestamp="9" * 5000), id="five-thousand-digit-timestamp"),
+    pytest.param(golden_headers(timestamp=" " + GOLDEN_TIMESTAMP), id="padded-timestamp"),
+    pytest.param(golden_headers(signature="v1=\u00e9" * 20), id="non-ascii-signature"),
+    pytest.param({**golden_headers(), "X-Service-Webhook-Id": "\u00e9v\u00e9nement"}, id="non-ascii-id"),
+]
+
+
+@pytest.mark.parametrize("headers", HOSTILE_HEADERS)
+def test_verify_answers_hostile_headers_with_invalid_signature_only(headers):
+    with pytest.raises(webhooks.InvalidSignature):
+        webhooks.verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), now=int(GOLDEN_TIMESTAMP))
+
+
+@pytest.mark.parametrize("headers", HOSTILE_HEADERS)
+def test_readme_receiver_snippet_answers_hostile_headers_with_its_own_value_error(headers):
+    verify = readme_verify()
+    with pytest.raises(ValueError, match="malformed|does not match|tolerance"):
+        verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), tolerance=10 ** 12)
+
+
 def test_signed_headers_carry_the_id_the_timestamp_and_a_v1_signature():
     headers = webhooks.signed_headers(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_BODY.encode(), int(GOLDEN_TIMESTAMP))
     assert headers == golden_headers()
