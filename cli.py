@@ -165,13 +165,10 @@ def cmd_key_list(args, config):
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    check_customer_fields(reference=args.reference, name=args.name, country=args.country)
     try:
-        customer = Customer.create(organization=org, environment=args.env, reference=args.reference,
-                                   name=args.name, status=args.status,
-                                   country_code=args.country.upper() if args.country else None)
-    except pw.IntegrityError:
-        raise CommandError(f"customer {args.reference} already exists in {args.org} ({args.env})") from None
+        customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
+    except customers.CustomerError as exc:
+        raise CommandError(str(exc)) from None
     emit(args, customer_dict(customer))
 
 
@@ -452,9 +449,17 @@ def cmd_deliver(args, config):
 
 
 def cmd_serve(args, config):
-    import server
+    serve(config, args, json_output=args.json)
 
-    server.serve(config, host=args.host, port=args.port, json_output=args.json)
+
+def serve(config, args, **options) -> None:
+    """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
+    import server  # Waitress and the app load only for the commands that serve
+
+    try:
+        server.serve(config, host=args.host, port=args.port, **options)
+    except server.ListenError as exc:
+        raise CommandError(str(exc)) from None
 
 
 SANDBOX_SLUG = "sandbox"
@@ -494,8 +499,6 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
 
 def cmd_quickstart(args, config):
     """Seed a sandbox (organization, factor library, demo customer, a test key) and serve."""
-    import server
-
     plain = seed_sandbox(config)
     if args.json:
         def announce(url: str) -> None:
@@ -503,7 +506,7 @@ def cmd_quickstart(args, config):
                               "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port)}),
                   flush=True)
 
-        server.serve(config, host=args.host, port=args.port, json_output=True, announce=announce)
+        serve(config, args, json_output=True, announce=announce)
         return
     print(f"""
 Sandbox organization: {SANDBOX_SLUG} (test environment), demo customer: {DEMO_CUSTOMER}
@@ -513,7 +516,7 @@ Try it from another terminal:
 
 {quickstart_curl(plain, args.host, args.port)}
 """, flush=True)
-    server.serve(config, host=args.host, port=args.port)
+    serve(config, args)
 
 
 # --- the parser ------------------------------------------------------------------------------

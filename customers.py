@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Iterator, NamedTuple, TextIO
 
+import peewee as pw
+
 import schemas
 from models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, db, is_postgres, sql
 
@@ -69,6 +71,26 @@ def problems(reference: str | None = None, name: str | None = None, country: str
     if status is not None and status not in STATUSES:
         found.append(("status", "must be one of " + ", ".join(STATUSES)))
     return found
+
+
+class CustomerError(ValueError):
+    """A customer that cannot be created as asked; the message names the fields."""
+
+
+def create(organization: Organization, environment: str, reference: str, name: str,
+           country: str | None = None, status: str = "active") -> Customer:
+    """A new customer of the organization in one environment (the CLI and the workspace make them)."""
+    found = problems(reference=reference, name=name, country=country or None, status=status)
+    if environment not in ("test", "live"):
+        found.append(("environment", "must be test or live"))
+    if found:
+        raise CustomerError("; ".join(f"{field} {reason}" for field, reason in found))
+    try:
+        with db.atomic():
+            return Customer.create(organization=organization, environment=environment, reference=reference,
+                                   name=name, status=status, country_code=country.upper() if country else None)
+    except pw.IntegrityError:
+        raise CustomerError(f"customer {reference} already exists in {environment}") from None
 
 
 # --- import --------------------------------------------------------------------------------------

@@ -125,6 +125,10 @@ def create_server(app, host: str, port: int, threads: int):
     return server
 
 
+class ListenError(RuntimeError):
+    """The address cannot be listened on (taken, or not this machine's)."""
+
+
 def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_output: bool = False,
           announce=None) -> None:
     """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops.
@@ -141,6 +145,10 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_out
 
 def _serve(config: Config, host: str, port: int, json_output: bool, announce) -> None:
     app = create_app(config)
+    try:
+        server = create_server(app, host, port, config.threads)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     scheduler = webhook_scheduler.start(config)
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
 
@@ -148,15 +156,14 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce) ->
         raise SystemExit(0)  # Waitress catches it, closes its sockets and drains its threads
 
     signal.signal(signal.SIGTERM, stop)
-    server = create_server(app, host, port, config.threads)
     url = f"http://{host}:{server.effective_port}"
-    if announce is not None:
-        announce(url)
-    elif json_output:
-        print(json.dumps({"url": url, "threads": config.threads}), flush=True)
-    else:
-        print(f"Serving on {url} (threads={config.threads})", flush=True)
-    try:
+    try:  # from here a SIGTERM at any moment still ends in the cleanup below
+        if announce is not None:
+            announce(url)
+        elif json_output:
+            print(json.dumps({"url": url, "threads": config.threads}), flush=True)
+        else:
+            print(f"Serving on {url} (threads={config.threads})", flush=True)
         server.run()
     except (SystemExit, KeyboardInterrupt):
         pass

@@ -408,3 +408,16 @@ def test_serve_and_quickstart_with_json_print_exactly_one_json_object(tmp_path):
             out, err = process.communicate(timeout=30)
         assert process.returncode == 0, err
         assert out == "" and "Stopped." in err
+
+
+def test_serve_on_a_port_in_use_is_one_line_on_stderr(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'e.sqlite3'}"}
+        result = subprocess.run([str(EMISSIONS), "serve", "--port", str(port)], env=environment,
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"emissions: cannot listen on 127.0.0.1:{port}: "
+                                                  "Address already in use"]
