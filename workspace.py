@@ -12,10 +12,11 @@ import bottle
 import jwt
 
 import auth
+import customers
 import webhooks
 from errors import LimitReached
 from limits import RateLimiter
-from models import ApiKey, Organization, SCOPES, User, utcnow
+from models import ApiKey, Customer, Organization, SCOPES, User, utcnow
 
 COOKIE = "emissions_session"
 SESSION_HOURS = 8
@@ -109,7 +110,8 @@ table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;
 <body><h1>{html.escape(title)}</h1>{body}</body></html>"""
 
 
-NAV = ('<p><a href="/workspace/keys">API keys</a> · <a href="/workspace/webhooks">Webhooks</a></p>'
+NAV = ('<p><a href="/workspace/keys">API keys</a> · <a href="/workspace/customers">Customers</a> · '
+       '<a href="/workspace/webhooks">Webhooks</a></p>'
        '<form method="post" action="/workspace/logout">'
        '<input type="hidden" name="csrf" value="{csrf}"><button>Sign out</button></form>')
 
@@ -247,6 +249,45 @@ class Workspace:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400)
         return self.keys_page(shown_key=plain, status=201)
 
+    def customers_page(self, error: str = "", status: int = 200):
+        session = self.session()
+        if session is None:
+            return _redirect("/workspace/login")
+        org = Organization.get_by_id(session["org"])
+        csrf = html.escape(session["csrf"])
+        rows = "".join(
+            f"<tr><td>{customer.environment}</td><td><code>{html.escape(customer.reference)}</code></td>"
+            f"<td>{html.escape(customer.name)}</td><td>{html.escape(customer.country_code or '')}</td>"
+            f"<td>{customer.status}</td></tr>"
+            for customer in org.customers.order_by(Customer.environment, Customer.reference).limit(500))
+        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        return _reply(_page(f"Customers · {org.name}", f"""{message}
+<table><tr><th>Environment</th><th>Reference</th><th>Name</th><th>Country</th><th>Status</th></tr>{rows}</table>
+<h2>Add a customer</h2>
+<form method="post" action="/workspace/customers"><input type="hidden" name="csrf" value="{csrf}">
+<label>Environment <select name="environment"><option value="test">test</option>
+<option value="live">live</option></select></label>
+<label>Reference <input name="reference" required maxlength="120"></label>
+<label>Name <input name="name" required maxlength="200"></label>
+<label>Country (two letters, optional) <input name="country" maxlength="2" size="2"></label>
+<button type="submit">Add customer</button></form>
+{NAV.format(csrf=csrf)}"""), status)
+
+    def create_customer(self):
+        try:
+            form = _form()
+        except WorkspaceError as exc:
+            return self.customers_page(error=str(exc), status=400)
+        session = self._checked_session(form)
+        if session is None:
+            return _redirect("/workspace/login")
+        try:
+            customers.create(Organization.get_by_id(session["org"]), _field(form, "environment"),
+                             _field(form, "reference"), _field(form, "name"), _field(form, "country") or None)
+        except customers.CustomerError as exc:
+            return self.customers_page(error=f"Not added: {exc}.", status=400)
+        return _redirect("/workspace/customers")
+
     def webhooks_page(self, shown_secret: str = "", error: str = "", status: int = 200):
         session = self.session()
         if session is None:
@@ -330,5 +371,7 @@ def routes(app, secret: bytes) -> None:
     app.route("/workspace/keys", "GET", workspace.keys_page)
     app.route("/workspace/keys", "POST", workspace.create_key)
     app.route("/workspace/keys/<key_id>/revoke", "POST", workspace.revoke_key)
+    app.route("/workspace/customers", "GET", workspace.customers_page)
+    app.route("/workspace/customers", "POST", workspace.create_customer)
     app.route("/workspace/webhooks", "GET", workspace.webhooks_page)
     app.route("/workspace/webhooks", "POST", workspace.change_webhook)

@@ -194,3 +194,30 @@ def test_the_session_cookie_is_secure_when_served_over_https(client, acme_user):
                            extra_environ={"wsgi.url_scheme": "https"}, status=303)
     assert "; Secure" in response.headers["Set-Cookie"]
     assert "; Secure" not in sign_in(client).headers["Set-Cookie"]
+
+
+def add_customer(client, status=303, **fields):
+    page = client.get("/workspace/customers")
+    form = {"csrf": csrf_token(page), "environment": "test", "reference": "cust-2", "name": "Initech",
+            "country": "de", **fields}
+    return client.post("/workspace/customers", form, status=status)
+
+
+def test_a_customer_added_in_the_workspace_is_readable_through_the_api(client, acme_user, secret):
+    from conftest import make_key
+    sign_in(client)
+    add_customer(client)
+    assert "Initech" in client.get("/workspace/customers").text
+    key = make_key(acme_user, secret)
+    response = client.get("/v1/customers/cust-2", headers={"Authorization": f"Bearer {key}"})
+    assert response.json == {"reference": "cust-2", "name": "Initech", "status": "active",
+                             "country_code": "DE", "analytics": None}
+
+
+def test_a_bad_or_duplicate_customer_is_refused_with_the_reason(client, acme_user):
+    sign_in(client)
+    assert "reference must start with a letter or digit" in add_customer(client, reference="-x", status=400).text
+    assert "already exists" in add_customer(client, reference="cust-1", status=400).text
+    client.post("/workspace/customers", {"csrf": "guess", "environment": "test", "reference": "c-9", "name": "N"},
+                status=303)
+    assert [c.reference for c in workspace.Customer.select().order_by(workspace.Customer.id)] == ["cust-1"]
