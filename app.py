@@ -1,7 +1,6 @@
 """The HTTP API: create_app() builds the Bottle application; the URL map is in _routes()."""
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import random
@@ -276,10 +275,8 @@ def _routes(app: Service) -> None:
               scopes_any=("emissions:read", "emissions:calculate"))
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
               scopes_all=("customers:read", "customer-analytics:read"))
-    app.route("/v1/customers/<reference:path>", "GET", get_customer,
-              scopes_all=("customers:read",))
-    # An empty reference breaks the pattern: after authentication it is CUSTOMER_NOT_FOUND too.
-    app.route("/v1/customers/", "GET", functools.partial(get_customer, reference=""),
+    # `re:.*` lets an empty reference reach the handler: after authentication it is CUSTOMER_NOT_FOUND.
+    app.route("/v1/customers/<reference:re:.*>", "GET", get_customer,
               scopes_all=("customers:read",))
     app.route("/v1/openapi.json", "GET", get_openapi)
     app.route("/healthz", "GET", healthz)
