@@ -207,7 +207,7 @@ def customer_not_found() -> NotFound:
 
 def checked_reference(reference: str) -> str:
     """The path's customer reference; one that breaks its pattern or length is the tenant-safe 404."""
-    if len(reference) > 120 or not schemas.path_parameter_pattern("customerReference").match(reference):
+    if not customers.is_valid_reference(reference):
         raise customer_not_found()
     return reference
 

@@ -242,13 +242,6 @@ def _aggregate(count: int, activity: Decimal, emissions: Decimal) -> dict:
             "emissions": {"value": emissions, "unit": "kgCO2e"}}
 
 
-def analytics(customer: Customer) -> dict:
-    """The decided analytics shape, summed from the customer's rollup rows in its environment."""
-    rows = list(CustomerRollup.select().where((CustomerRollup.customer == customer.id)
-                                              & (CustomerRollup.environment == customer.environment)))
-    return summarize(customer.environment, rows)
-
-
 class RollupRow(NamedTuple):
     mode: str
     business_context: str
@@ -271,7 +264,7 @@ FIND_WITH_ROLLUPS = (
 
 
 def find_with_analytics(organization_id: int, environment: str, reference: str) -> tuple[Customer, dict] | None:
-    """The customer with this reference and its analytics, or None; what find() and analytics() give."""
+    """The customer with this reference and its analytics, or None, in one statement."""
     rows = db.execute_sql(sql(FIND_WITH_ROLLUPS), (organization_id, environment, reference)).fetchall()
     if not rows:
         return None

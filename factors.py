@@ -18,14 +18,6 @@ class FactorError(ValueError):
     """A factor command that cannot be carried out; the message says why."""
 
 
-def resolve(organization_id: int, reference: str) -> Factor | None:
-    """The active version of `reference` visible to the organization: global or its own."""
-    return (Factor.select()
-            .where((Factor.reference == reference) & (Factor.status == "active")
-                   & (Factor.organization.is_null() | (Factor.organization == organization_id)))
-            .first())
-
-
 def parse_value(raw) -> Decimal:
     """A factor value in kgCO2e/tkm: a finite decimal above 0 and at most 100."""
     try:

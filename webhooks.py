@@ -1,6 +1,6 @@
 """Webhooks: endpoints, the outbox rows written with each outcome, signing, delivery and verification.
 
-An event row is written in the outcome's own transaction (record_event). A Deliverer claims due rows
+An event row is written in the outcome's own transaction (new_event, then insert_event). A Deliverer claims due rows
 with one conditional UPDATE that sets a lock token and a lease, posts them, and records the attempt;
 a row whose lease ran out (its worker died) is claimed again, so delivery is at least once.
 """
@@ -16,13 +16,16 @@ import re
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import peewee as pw
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 import auth
 import jsoncodec
@@ -122,7 +125,8 @@ def insert_event(event: NewEvent) -> None:
 
 
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
-    """Write the event (and its pending delivery when an endpoint is enabled); call in the outcome's transaction."""
+    """new_event and insert_event in one call, returning the row (for tools and tests; calculations
+    build the event before their transaction and insert it inside)."""
     event = new_event(organization_id, environment, event_type, data_json)
     insert_event(event)
     return WebhookEvent.get_by_id(event.id)
@@ -204,12 +208,21 @@ def check_public_host(host: str, port: int, resolve=socket.getaddrinfo) -> None:
     if not addresses:
         raise WebhookError(f"the host {host} does not resolve")
     for address in addresses:
-        if address.version == 6 and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if not address.is_global or address.is_multicast:
+        if not _is_public(address):
             raise WebhookError(
-                f"the host {host} resolves to a loopback, private or link-local address ({address}); "
+                f"the host {host} resolves to a loopback, private or link-local address ({_unmapped(address)}); "
                 "live endpoints must be public (WEBHOOK_ALLOW_PRIVATE_LIVE=true allows it)")
+
+
+def _unmapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    address = _unmapped(address)
+    return address.is_global and not address.is_multicast
 
 
 def validate_url(url: str, environment: str, allow_private_live: bool = False,
@@ -329,6 +342,115 @@ def _endpoint_join():
             & (WebhookEndpoint.environment == WebhookEvent.environment))
 
 
+# --- one attempt on the wire -----------------------------------------------------------------
+
+_current = threading.local()
+
+
+def _shut(sock) -> None:
+    """Wake any thread blocked on the socket; the base method, so that TLS state is left alone."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Attempt:
+    """One attempt's wall-clock deadline and peer rule, applied to every connection it uses.
+
+    requests' timeout bounds each socket read, not the answer: a receiver trickling one byte at a
+    time would hold a worker for ever. At the deadline a timer shuts the attempt's sockets down.
+    """
+
+    def __init__(self, seconds: float, public_only: bool):
+        self.public_only = public_only
+        self.expired = False
+        self._connections: list = []
+        self._lock = threading.Lock()
+        self._finished = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> "_Attempt":
+        _current.attempt = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _current.attempt = None
+        with self._lock:
+            self._finished = True  # from here on `expired` no longer changes
+        self._timer.cancel()
+
+    def admit(self, connection, sock) -> None:
+        """Refuse a socket whose peer is not public (when required); watch its connection for the deadline."""
+        if self.public_only:
+            # The name was checked before connecting, but DNS may answer differently the second time.
+            peer = ipaddress.ip_address(sock.getpeername()[0].split("%", 1)[0])
+            if not _is_public(peer):
+                raise WebhookError(f"the connection reached a loopback, private or link-local address "
+                                   f"({_unmapped(peer)}); live endpoints must be public")
+        with self._lock:
+            if connection not in self._connections:
+                self._connections.append(connection)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.expired = True
+            for connection in self._connections:
+                if connection.sock is not None:
+                    _shut(connection.sock)
+
+
+class _GuardedConnection:
+    """A urllib3 connection that submits its socket to the current attempt, new or reused."""
+
+    def _new_conn(self):
+        sock = super()._new_conn()
+        attempt = getattr(_current, "attempt", None)
+        if attempt is not None:
+            try:
+                attempt.admit(self, sock)  # before TLS and before a byte of the request
+            except BaseException:
+                sock.close()
+                raise
+        return sock
+
+    def request(self, *args, **kwargs):
+        attempt = getattr(_current, "attempt", None)
+        if attempt is not None:
+            if self.sock is None:
+                self.connect()
+            attempt.admit(self, self.sock)  # a kept-alive connection was checked by another attempt
+        return super().request(*args, **kwargs)
+
+
+class _HTTPConnection(_GuardedConnection, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_GuardedConnection, HTTPSConnection):
+    pass
+
+
+class _HTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _GuardedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPConnectionPool, "https": _HTTPSConnectionPool}
+
+
 class Deliverer:
     """Claims due deliveries, posts them signed, records every attempt; several may run at once."""
 
@@ -336,11 +458,14 @@ class Deliverer:
                  lease_seconds: float | None = None, resolve=socket.getaddrinfo):
         self.schedule = tuple(config.webhook_retry_schedule)
         self.timeout = config.webhook_timeout_seconds
+        self.poll_seconds = config.webhook_poll_seconds
         self.allow_private_live = config.webhook_allow_private_live
-        # Longer than any attempt can take, so a lease only runs out when its worker is gone.
+        # An attempt ends at its deadline (the time-out) and a claim is sent at once, on a free
+        # thread: a lease of three deadlines only runs out when its worker is gone.
         self.lease = dt.timedelta(seconds=lease_seconds or max(60.0, 3 * self.timeout))
         self.clock = clock
         self.batch_size = batch_size
+        self.threads = threads
         self.resolve = resolve
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="webhook-send")
         self._local = threading.local()
@@ -389,19 +514,24 @@ class Deliverer:
                    **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()))}
         started = time.perf_counter()
         status_code = excerpt = error = None
-        try:
-            if claim.environment == "live" and not self.allow_private_live:
-                # Checked again at send time: DNS may have changed since the endpoint was set.
-                parts = urlsplit(claim.url)
-                check_public_host(parts.hostname, parts.port or 443, self.resolve)
-            with self._session().post(claim.url, data=body, headers=headers, timeout=self.timeout,
-                                      allow_redirects=False, stream=True) as response:
-                status_code = response.status_code
-                excerpt = next(response.iter_content(RESPONSE_EXCERPT_BYTES), b"").decode("utf-8", "replace")
-        except WebhookError as exc:
-            error = f"refused: {exc}"
-        except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
-            error = f"{type(exc).__name__}: {exc}"
+        public_only = claim.environment == "live" and not self.allow_private_live
+        with _Attempt(self.timeout, public_only) as attempt:
+            try:
+                if public_only:
+                    # Checked again at send time: DNS may have changed since the endpoint was set.
+                    parts = urlsplit(claim.url)
+                    check_public_host(parts.hostname, parts.port or 443, self.resolve)
+                with self._session().post(claim.url, data=body, headers=headers, timeout=self.timeout,
+                                          allow_redirects=False, stream=True) as response:
+                    status_code = response.status_code
+                    excerpt = next(response.iter_content(RESPONSE_EXCERPT_BYTES), b"").decode("utf-8", "replace")
+            except WebhookError as exc:
+                error = f"refused: {exc}"
+            except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
+                error = f"{type(exc).__name__}: {exc}"
+        if attempt.expired:  # whatever arrived before the deadline, the answer was not complete in time
+            status_code = excerpt = None
+            error = f"Timeout: no complete answer within {self.timeout:g} s"
         latency_ms = round((time.perf_counter() - started) * 1000)
         return AttemptResult(attempted_at, status_code, latency_ms, _storable(error, 500),
                              _storable(excerpt, RESPONSE_EXCERPT_BYTES))
@@ -446,19 +576,27 @@ class Deliverer:
     # Running.
 
     def run_once(self) -> dict[str, int]:
-        """Deliver everything that is due now (including retries that fall due meanwhile); count outcomes."""
+        """Deliver everything that is due, until nothing is due or in flight; count outcomes.
+
+        A claim takes only as many deliveries as there are free threads, and while some are in
+        flight the free threads keep polling: one slow receiver holds one thread, not the others.
+        """
         counts = {"succeeded": 0, "pending": 0, "failed": 0, "lease-lost": 0}
+        in_flight: dict = {}
         opened = db.is_closed()
         if opened:
             db.connect()
         try:
-            while not self._stopping.is_set():
-                claims = self.claim(self.batch_size)
-                if not claims:
+            while True:
+                free = self.threads - len(in_flight)
+                if free and not self._stopping.is_set():
+                    for claim in self.claim(min(free, self.batch_size)):
+                        in_flight[self._pool.submit(self.send, claim)] = claim
+                if not in_flight:
                     break
-                futures = {self._pool.submit(self.send, claim): claim for claim in claims}
-                for future in as_completed(futures):
-                    counts[self.complete(futures[future], future.result())] += 1
+                done, _ = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
+                for future in done:
+                    counts[self.complete(in_flight.pop(future), future.result())] += 1
         finally:
             if opened:
                 db.close()
@@ -478,7 +616,7 @@ class Deliverer:
             self._stopping.wait(poll_seconds)
 
     def stop(self) -> None:
-        """Finish the batch in hand, then stop claiming."""
+        """Finish the deliveries in flight, then stop claiming."""
         self._stopping.set()
 
     def close(self) -> None:
@@ -490,5 +628,8 @@ class Deliverer:
         session = getattr(self._local, "session", None)
         if session is None:
             session = self._local.session = requests.Session()
+            session.trust_env = False  # no HTTP(S)_PROXY: the deadline and the peer check need our own sockets
+            session.mount("http://", _GuardedAdapter())
+            session.mount("https://", _GuardedAdapter())
             self._sessions.append(session)
         return session
