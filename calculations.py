@@ -4,8 +4,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
-from typing import NamedTuple
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from typing import NamedTuple
 
 import peewee as pw
 
