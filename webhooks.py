@@ -588,8 +588,8 @@ class Deliverer:
             db.connect()
         try:
             while True:
-                free = self.threads - len(in_flight)
-                if free and not self._stopping.is_set():
+                free = self.threads - len(in_flight)  # below 0 when PostgreSQL's claim returned extra rows
+                if free > 0 and not self._stopping.is_set():
                     for claim in self.claim(min(free, self.batch_size)):
                         in_flight[self._pool.submit(self.send, claim)] = claim
                 if not in_flight:

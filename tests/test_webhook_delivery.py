@@ -8,10 +8,12 @@ import hmac
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -340,6 +342,73 @@ def test_a_live_endpoint_that_now_resolves_privately_is_not_contacted(client, co
         seconds=10))
     assert allowed.run_once()["succeeded"] == 1
     allowed.close()
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("trickle", ["all", "body"])
+def test_an_answer_trickling_past_the_time_out_is_a_timed_out_attempt(client, config, acme, trickle):
+    # Every byte comes well within the time-out, the whole answer long after it.
+    receiver = Receiver(trickle=trickle, trickle_seconds=0.1, answer=b"z" * 30)
+    endpoint(acme, receiver.url)
+    post_calculation(client, acme, status=201)
+    worker = deliverer(config.with_(webhook_timeout_seconds=0.5))
+    assert worker.run_once() == {"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}
+    worker.close()
+    receiver.close()
+    [attempt] = attempts_of(WebhookEvent.get().id)
+    assert (attempt.status_code, attempt.error, attempt.response_excerpt) == (
+        None, "Timeout: no complete answer within 0.5 s", None)
+
+
+def test_the_lease_outlasts_the_attempt_deadline_comfortably(config):
+    for timeout in (0.5, 10.0, 45.0):
+        worker = deliverer(config.with_(webhook_timeout_seconds=timeout))
+        assert worker.lease >= dt.timedelta(seconds=max(60.0, 3 * timeout))
+        worker.close()
+
+
+@pytest.mark.on_both
+def test_a_held_delivery_does_not_stall_deliveries_that_fall_due_meanwhile(config, acme, globex):
+    hold = threading.Event()
+    slow, fast = Receiver(hold=hold), Receiver()
+    endpoint(acme, slow.url)
+    endpoint(globex, fast.url)
+    webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    worker = deliverer(config.with_(webhook_poll_seconds=0.05), threads=2)
+    results: list[dict] = []
+    running = threading.Thread(target=lambda: results.append(worker.run_once()))
+    running.start()
+    try:
+        assert slow.wait_for(1)  # acme's receiver holds its answer
+        later = webhooks.record_event(globex.org.id, "test", "calculation.succeeded", json.dumps({"n": 2}))
+        assert fast.wait_for(1)  # globex's event goes out on the free slot meanwhile
+        assert [r.event_id for r in fast.received] == [later.id]
+    finally:
+        hold.set()
+        running.join()
+    worker.close()
+    slow.close()
+    fast.close()
+    assert results == [{"succeeded": 2, "pending": 0, "failed": 0, "lease-lost": 0}]
+
+
+@pytest.mark.on_both
+def test_a_live_name_that_resolved_publicly_but_connects_to_loopback_gets_no_request(config, acme, receiver):
+    # DNS rebinding: the check sees a public address, the connection then reaches loopback.
+    url = f"http://localhost:{urlsplit(receiver.url).port}/hooks"
+    WebhookEndpoint.create(organization=acme.org, environment="live", url=url, secret="whsec_x")
+    webhooks.record_event(acme.org.id, "live", "calculation.succeeded", json.dumps({"n": 1}))
+
+    def public_dns(host, port, type=0):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    worker = deliverer(config, resolve=public_dns)
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    assert receiver.received == []
+    [attempt] = attempts_of(WebhookEvent.get().id)
+    assert attempt.status_code is None and attempt.error.startswith("refused:")
+    assert "127.0.0.1" in attempt.error
 
 
 @pytest.mark.on_both

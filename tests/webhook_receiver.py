@@ -28,14 +28,17 @@ class Receiver:
 
     Bound at once (so the URL is known) but listening only from listen(): until then a delivery
     finds the port refusing connections, like a receiver that is down. With `hold`, each request
-    waits for hold.set() before it is answered.
+    waits for hold.set() before it is answered. With `trickle` ("all" or "body"), the answer (or only
+    its body) is written one byte every `trickle_seconds`, a slow receiver that never lets a read idle.
     """
 
     def __init__(self, statuses=(), listening: bool = True, hold: threading.Event | None = None,
-                 answer: bytes | None = None):
+                 answer: bytes | None = None, trickle: str | None = None, trickle_seconds: float = 0.1):
         self.statuses = list(statuses)
         self.hold = hold
         self.answer = answer
+        self.trickle = trickle
+        self.trickle_seconds = trickle_seconds
         self.received: list[Received] = []
         self.arrived = threading.Condition()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
@@ -73,13 +76,31 @@ class Receiver:
                     receiver.arrived.notify_all()
                 if receiver.hold is not None:
                     receiver.hold.wait(30)
+                answer = receiver.answer if receiver.answer is not None else f"answer {status}".encode()
+                if receiver.trickle:
+                    self._trickle(status, answer)
+                    return
                 self.send_response(status)
                 if 300 <= status < 400:
                     self.send_header("Location", "/elsewhere")
-                answer = receiver.answer if receiver.answer is not None else f"answer {status}".encode()
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
+
+            def _trickle(self, status: int, answer: bytes) -> None:
+                head = f"HTTP/1.1 {status} OK\r\nContent-Length: {len(answer)}\r\n\r\n".encode()
+                slow = head + answer if receiver.trickle == "all" else answer
+                self.close_connection = True
+                try:
+                    if receiver.trickle == "body":
+                        self.wfile.write(head)
+                        self.wfile.flush()
+                    for byte in slow:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(receiver.trickle_seconds)
+                except OSError:
+                    pass  # the sender gave up and closed the connection
 
             def log_message(self, *args):
                 pass
