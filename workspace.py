@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import hmac
 import html
@@ -145,6 +146,45 @@ def _cookie(token: str, max_age: int) -> str:
     return f"{COOKIE}={token}; Path=/workspace; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
 
 
+def _error(message: str) -> str:
+    return f'<p class="error">{html.escape(message)}</p>' if message else ""
+
+
+def signed_in(page):
+    """A workspace page: without a session it redirects to sign-in; else it gets the organization
+    and the session's CSRF token (escaped for HTML)."""
+
+    @functools.wraps(page)
+    def wrapper(self, *args, **kwargs):
+        session = self.session()
+        if session is None:
+            return _redirect("/workspace/login")
+        return page(self, Organization.get_by_id(session["org"]), html.escape(session["csrf"]), *args, **kwargs)
+
+    return wrapper
+
+
+def form_post(page_name: str):
+    """A workspace form: read, and checked against the session's CSRF token; a form that cannot be
+    read shows the page `page_name` with the reason."""
+
+    def decorate(handler):
+        @functools.wraps(handler)
+        def wrapper(self, **url_args):
+            try:
+                form = _form()
+            except WorkspaceError as exc:
+                return getattr(self, page_name)(error=str(exc), status=400)
+            session = self._checked_session(form)
+            if session is None:
+                return _redirect("/workspace/login")
+            return handler(self, form, session, **url_args)
+
+        return wrapper
+
+    return decorate
+
+
 class Workspace:
     """Handlers for /workspace; `sessions` signs and reads the login cookie."""
 
@@ -162,8 +202,7 @@ class Workspace:
         return _redirect("/workspace/keys" if self.session() else "/workspace/login")
 
     def login_page(self, error: str = "", status: int = 200, headers: dict | None = None):
-        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
-        return _reply(_page("Sign in", f"""{message}
+        return _reply(_page("Sign in", f"""{_error(error)}
 <form method="post" action="/workspace/login">
 <label>Email <input name="email" type="email" required autocomplete="username"></label>
 <label>Password <input name="password" type="password" required autocomplete="current-password"></label>
@@ -190,12 +229,8 @@ class Workspace:
     def logout(self):
         return _redirect("/workspace/login", {"Set-Cookie": _cookie("", 0)})
 
-    def keys_page(self, shown_key: str = "", error: str = "", status: int = 200):
-        session = self.session()
-        if session is None:
-            return _redirect("/workspace/login")
-        org = Organization.get_by_id(session["org"])
-        csrf = html.escape(session["csrf"])
+    @signed_in
+    def keys_page(self, org: Organization, csrf: str, shown_key: str = "", error: str = "", status: int = 200):
         rows = "".join(
             f"<tr><td>{html.escape(key.name or '')}</td><td>{key.environment}</td>"
             f"<td><code>{html.escape(key.prefix)}…</code></td><td>{html.escape(', '.join(sorted(key.scope_set)))}</td>"
@@ -207,9 +242,8 @@ class Workspace:
             for key in org.api_keys.order_by(ApiKey.created_at.desc()))
         shown = (f'<p>Your new key. It is shown once: store it in a secret manager now.</p>'
                  f'<p class="key">{html.escape(shown_key)}</p>') if shown_key else ""
-        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
         scopes = "".join(f'<label><input type="checkbox" name="scopes" value="{s}"> {s}</label>' for s in SCOPES)
-        return _reply(_page(f"API keys · {org.name}", f"""{shown}{message}
+        return _reply(_page(f"API keys · {org.name}", f"""{shown}{_error(error)}
 <table><tr><th>Name</th><th>Environment</th><th>Key</th><th>Scopes</th><th>Status</th><th></th></tr>{rows}</table>
 <h2>Create a key</h2>
 <form method="post" action="/workspace/keys"><input type="hidden" name="csrf" value="{csrf}">
@@ -226,14 +260,8 @@ class Workspace:
             return None
         return session
 
-    def create_key(self):
-        try:
-            form = _form()
-        except WorkspaceError as exc:
-            return self.keys_page(error=str(exc), status=400)
-        session = self._checked_session(form)
-        if session is None:
-            return _redirect("/workspace/login")
+    @form_post("keys_page")
+    def create_key(self, form: dict, session: dict):
         org = Organization.get_by_id(session["org"])
         expires_at = None
         if _field(form, "expires_on"):
@@ -249,19 +277,14 @@ class Workspace:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400)
         return self.keys_page(shown_key=plain, status=201)
 
-    def customers_page(self, error: str = "", status: int = 200):
-        session = self.session()
-        if session is None:
-            return _redirect("/workspace/login")
-        org = Organization.get_by_id(session["org"])
-        csrf = html.escape(session["csrf"])
+    @signed_in
+    def customers_page(self, org: Organization, csrf: str, error: str = "", status: int = 200):
         rows = "".join(
             f"<tr><td>{customer.environment}</td><td><code>{html.escape(customer.reference)}</code></td>"
             f"<td>{html.escape(customer.name)}</td><td>{html.escape(customer.country_code or '')}</td>"
             f"<td>{customer.status}</td></tr>"
             for customer in org.customers.order_by(Customer.environment, Customer.reference).limit(500))
-        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
-        return _reply(_page(f"Customers · {org.name}", f"""{message}
+        return _reply(_page(f"Customers · {org.name}", f"""{_error(error)}
 <table><tr><th>Environment</th><th>Reference</th><th>Name</th><th>Country</th><th>Status</th></tr>{rows}</table>
 <h2>Add a customer</h2>
 <form method="post" action="/workspace/customers"><input type="hidden" name="csrf" value="{csrf}">
@@ -273,14 +296,8 @@ class Workspace:
 <button type="submit">Add customer</button></form>
 {NAV.format(csrf=csrf)}"""), status)
 
-    def create_customer(self):
-        try:
-            form = _form()
-        except WorkspaceError as exc:
-            return self.customers_page(error=str(exc), status=400)
-        session = self._checked_session(form)
-        if session is None:
-            return _redirect("/workspace/login")
+    @form_post("customers_page")
+    def create_customer(self, form: dict, session: dict):
         try:
             customers.create(Organization.get_by_id(session["org"]), _field(form, "environment"),
                              _field(form, "reference"), _field(form, "name"), _field(form, "country") or None)
@@ -288,12 +305,9 @@ class Workspace:
             return self.customers_page(error=f"Not added: {exc}.", status=400)
         return _redirect("/workspace/customers")
 
-    def webhooks_page(self, shown_secret: str = "", error: str = "", status: int = 200):
-        session = self.session()
-        if session is None:
-            return _redirect("/workspace/login")
-        org = Organization.get_by_id(session["org"])
-        csrf = html.escape(session["csrf"])
+    @signed_in
+    def webhooks_page(self, org: Organization, csrf: str, shown_secret: str = "", error: str = "",
+                      status: int = 200):
         sections = []
         for environment in ("test", "live"):
             endpoint = webhooks.endpoint_for(org.id, environment)
@@ -316,18 +330,11 @@ class Workspace:
 <button type="submit">Set endpoint</button></form>""")
         shown = (f'<p>The signing secret. It is shown once: give it to your receiver now.</p>'
                  f'<p class="key">{html.escape(shown_secret)}</p>') if shown_secret else ""
-        message = f'<p class="error">{html.escape(error)}</p>' if error else ""
-        return _reply(_page(f"Webhooks · {org.name}", shown + message + "".join(sections)
+        return _reply(_page(f"Webhooks · {org.name}", shown + _error(error) + "".join(sections)
                             + NAV.format(csrf=csrf)), status)
 
-    def change_webhook(self):
-        try:
-            form = _form()
-        except WorkspaceError as exc:
-            return self.webhooks_page(error=str(exc), status=400)
-        session = self._checked_session(form)
-        if session is None:
-            return _redirect("/workspace/login")
+    @form_post("webhooks_page")
+    def change_webhook(self, form: dict, session: dict):
         environment, action = _field(form, "environment"), _field(form, "action")
         try:
             if action == "set":
@@ -344,14 +351,8 @@ class Workspace:
             return self.webhooks_page(error=f"Not changed: {exc}.", status=400)
         return self.webhooks_page(shown_secret=secret)
 
-    def revoke_key(self, key_id: str):
-        try:
-            form = _form()
-        except WorkspaceError as exc:
-            return self.keys_page(error=str(exc), status=400)
-        session = self._checked_session(form)
-        if session is None:
-            return _redirect("/workspace/login")
+    @form_post("keys_page")
+    def revoke_key(self, form: dict, session: dict, key_id: str):
         key = ApiKey.get_or_none((ApiKey.id == key_id) & (ApiKey.organization == session["org"]))
         if key is None:
             return self.keys_page(error="No such key.", status=404)
