@@ -27,6 +27,10 @@ class CommandError(Exception):
     """A command that cannot be carried out; its message is the one line printed on stderr."""
 
 
+# The domain's own refusals: their messages are written for people, so they are printed as they are.
+DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError)
+
+
 def emit(args, data: dict, text: str | None = None) -> None:
     """One JSON object with --json, else a readable line or block."""
     if args.json:
@@ -165,10 +169,7 @@ def cmd_key_list(args, config):
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    try:
-        customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
-    except customers.CustomerError as exc:
-        raise CommandError(str(exc)) from None
+    customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
     emit(args, customer_dict(customer))
 
 
@@ -310,38 +311,24 @@ def cmd_analytics_rebuild(args, config):
 
 def cmd_user_create(args, config):
     org = organization(args.org)
-    try:
-        user = workspace.create_user(org, args.email, args.password)
-    except workspace.WorkspaceError as exc:
-        raise CommandError(str(exc)) from None
-    except pw.IntegrityError:
-        raise CommandError(f"a user with email {args.email} already exists") from None
+    user = workspace.create_user(org, args.email, args.password)
     emit(args, {"email": user.email, "organization": org.slug})
 
 
 def cmd_factor_create(args, config):
     org = organization(args.org) if args.org else None
-    try:
-        factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
-                                region=args.region, valid_from=parse_date(args.valid_from),
-                                valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
-    except factors.FactorError as exc:
-        raise CommandError(str(exc)) from None
+    factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
+                            region=args.region, valid_from=parse_date(args.valid_from),
+                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
     emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
 
 
 def cmd_factor_activate(args, config):
-    try:
-        emit(args, factors.activate(args.reference, args.version).to_dict())
-    except factors.FactorError as exc:
-        raise CommandError(str(exc)) from None
+    emit(args, factors.activate(args.reference, args.version).to_dict())
 
 
 def cmd_factor_retire(args, config):
-    try:
-        emit(args, factors.retire(args.reference).to_dict())
-    except factors.FactorError as exc:
-        raise CommandError(str(exc)) from None
+    emit(args, factors.retire(args.reference).to_dict())
 
 
 def cmd_factor_list(args, config):
@@ -373,29 +360,20 @@ def cmd_usage(args, config):
 
 def cmd_webhook_set(args, config):
     org = organization(args.org)
-    try:
-        endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
-                                                 allow_private_live=config.webhook_allow_private_live)
-    except webhooks.WebhookError as exc:
-        raise CommandError(str(exc)) from None
+    endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
+                                             allow_private_live=config.webhook_allow_private_live)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
 
 
 def cmd_webhook_rotate(args, config):
-    try:
-        endpoint, secret = webhooks.rotate_secret(organization(args.org).id, args.env)
-    except webhooks.WebhookError as exc:
-        raise CommandError(str(exc)) from None
+    endpoint, secret = webhooks.rotate_secret(organization(args.org).id, args.env)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
 
 def cmd_webhook_remove(args, config):
-    try:
-        endpoint = webhooks.remove_endpoint(organization(args.org).id, args.env)
-    except webhooks.WebhookError as exc:
-        raise CommandError(str(exc)) from None
+    endpoint = webhooks.remove_endpoint(organization(args.org).id, args.env)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 
@@ -422,10 +400,7 @@ def cmd_webhook_deliveries(args, config):
 
 
 def cmd_webhook_redeliver(args, config):
-    try:
-        event = webhooks.redeliver(args.event_id)
-    except webhooks.WebhookError as exc:
-        raise CommandError(str(exc)) from None
+    event = webhooks.redeliver(args.event_id)
     emit(args, event.to_dict(), f"queued {event.id} for delivery")
 
 
@@ -691,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CommandError(str(exc)) from None
         args.applied = migrations.run(database)
         status = args.handler(args, config)
-    except (CommandError, ConfigError) as exc:
+    except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:
         print(f"emissions: {exc}", file=sys.stderr)
         return 1
     except pw.DatabaseError as exc:

@@ -11,13 +11,14 @@ from urllib.parse import parse_qs
 
 import bottle
 import jwt
+import peewee as pw
 
 import auth
 import customers
 import webhooks
 from errors import LimitReached
 from limits import RateLimiter
-from models import ApiKey, Customer, Organization, SCOPES, User, utcnow
+from models import ApiKey, Customer, Organization, SCOPES, User, db, utcnow
 
 COOKIE = "emissions_session"
 SESSION_HOURS = 8
@@ -61,7 +62,11 @@ def create_user(organization: Organization, email: str, password: str) -> User:
         raise WorkspaceError("email must be an address")
     if len(password) < 12:
         raise WorkspaceError("password must be at least 12 characters")
-    return User.create(organization=organization, email=email, password_hash=hash_password(password))
+    try:
+        with db.atomic():
+            return User.create(organization=organization, email=email, password_hash=hash_password(password))
+    except pw.IntegrityError:
+        raise WorkspaceError(f"a user with email {email} already exists") from None
 
 
 def authenticate_user(email: str, password: str) -> User | None:
