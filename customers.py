@@ -421,12 +421,11 @@ def _stream(sql: str, params: tuple) -> Iterator[list[tuple]]:
 
 def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict:
     """Rollup rows recomputed from the customer's stored calculations: RollupKey -> Totals."""
-    placeholder = "%s" if is_postgres() else "?"
-    sql = ("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date"
-           f" FROM calculation WHERE customer_id = {placeholder}")
+    statement = sql("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date"
+                    " FROM calculation WHERE customer_id = ?")
     expected: dict = {}
     dates: dict = {}  # raw date value -> date (SQLite returns text; a customer has few distinct days)
-    for batch in _stream(sql, (customer_id,)):
+    for batch in _stream(statement, (customer_id,)):
         for environment, mode, context, activity, emissions, activity_date in batch:
             totals = expected.get((environment, mode, context))
             if totals is None:
@@ -462,7 +461,7 @@ def _lock_customer(customer_id: int) -> None:
     takes on its customer; on SQLite the IMMEDIATE transaction already holds the write lock.
     """
     if is_postgres():
-        db.execute_sql("SELECT id FROM customer WHERE id = %s FOR UPDATE", (customer_id,))
+        db.execute_sql(sql("SELECT id FROM customer WHERE id = ? FOR UPDATE"), (customer_id,))
 
 
 def _counted(expected: dict) -> int:

@@ -204,6 +204,9 @@ def sql(statement: str) -> str:
         return statement
     converted = _postgres_statements.get(statement)
     if converted is None:
+        if "%" in statement or any("?" in literal for literal in statement.split("'")[1::2]):
+            # The rewrite below is textual: a % or a ? inside a quoted literal would be taken for syntax.
+            raise ValueError("a hand-written statement must hold no % and no ? inside a literal")
         converted = _postgres_statements[statement] = statement.replace("?", "%s")
     return converted
 
