@@ -262,11 +262,9 @@ def isoformat(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
     utc = value.astimezone(dt.timezone.utc)
-    if utc.year < 1000:  # strftime's %Y does not pad such years; keep its text for them
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-    # The same text as strftime, formatted directly (a third cheaper; every write formats two).
-    return (f"{utc.year}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}."
-            f"{value.microsecond // 1000:03d}Z")
+    # Formatted directly rather than with strftime: a third cheaper, and every write formats two.
+    return (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}."
+            f"{utc.microsecond // 1000:03d}Z")
 
 
 class BaseModel(pw.Model):
