@@ -286,13 +286,17 @@ def drift_lines(drifts: list[dict]) -> list[str]:
             f"expected {totals(r['expected'])}; stored {totals(r['stored'])}" for d in drifts for r in d["rows"]]
 
 
+def emit_check(args, outcome, listed_as: str) -> list[dict]:
+    """Print a verify or rebuild outcome, its drifted customers listed under `listed_as`."""
+    listed = [drift.to_dict() for drift in outcome.drifted]
+    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, listed_as: listed},
+         "\n".join(drift_lines(listed) + [f"checked {outcome.customers:,} customers, "
+                                            f"{outcome.calculations:,} calculations: {len(listed)} {listed_as}"]))
+    return listed
+
+
 def cmd_analytics_verify(args, config):
-    outcome = run_check(args, customers.verify)
-    drifted = [drift.to_dict() for drift in outcome.drifted]
-    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, "drifted": drifted},
-         "\n".join(drift_lines(drifted) + [f"checked {outcome.customers:,} customers, "
-                                             f"{outcome.calculations:,} calculations: "
-                                             f"{len(drifted)} drifted"]))
+    drifted = emit_check(args, run_check(args, customers.verify), "drifted")
     if drifted:
         print(f"emissions: analytics drift in {len(drifted)} customer(s); "
               "`emissions analytics rebuild` repairs it", file=sys.stderr)
@@ -301,12 +305,7 @@ def cmd_analytics_verify(args, config):
 
 
 def cmd_analytics_rebuild(args, config):
-    outcome = run_check(args, customers.rebuild)
-    repaired = [drift.to_dict() for drift in outcome.drifted]
-    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, "repaired": repaired},
-         "\n".join(drift_lines(repaired) + [f"checked {outcome.customers:,} customers, "
-                                              f"{outcome.calculations:,} calculations: "
-                                              f"{len(repaired)} repaired"]))
+    emit_check(args, run_check(args, customers.rebuild), "repaired")
 
 
 def cmd_user_create(args, config):
