@@ -85,6 +85,11 @@ def _json_text(value: str | None) -> str:
     return "null" if value is None else json.encoder.encode_basestring_ascii(value)
 
 
+def log_unexpected(trace: str) -> None:
+    """One error log line with the request id the client was given, and the traceback it was not."""
+    error_log.error(json.dumps({"request_id": _request_id(), "traceback": trace}))
+
+
 def drop_connection() -> None:
     """Close this thread's database connection after an unexpected error.
 
@@ -147,7 +152,7 @@ class ApiPlugin:
             except ApiError as error:
                 return _error(error)
             except Exception:  # anything unexpected: logged with its trace, never shown to the client
-                error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
+                log_unexpected(traceback.format_exc())
                 drop_connection()
                 return _error(ApiError("An unexpected error occurred; quote the request_id to support."))
             return _finish(reply.status, reply.body, reply.headers)
@@ -263,7 +268,7 @@ def healthz() -> Reply:
         except Exception:
             trace = traceback.format_exc()
             drop_connection()
-    error_log.error(json.dumps({"request_id": _request_id(), "traceback": trace}))
+    log_unexpected(trace)
     return Reply({"status": "unavailable", "database": "unreachable"}, 503)
 
 
@@ -297,7 +302,7 @@ def _error_handlers(app: Service) -> None:
             api_error = InvalidRequest("The request could not be understood.", status=status)
         else:
             if error.traceback:
-                error_log.error(json.dumps({"request_id": _request_id(), "traceback": error.traceback}))
+                log_unexpected(error.traceback)
             api_error = ApiError("An unexpected error occurred; quote the request_id to support.")
         return _error(api_error)
 
