@@ -319,16 +319,22 @@ def post_many(url: str, key: str, keys: list[str], failures: list) -> None:
                     failures.append((idempotency_key, response.status_code, response.text))
 
 
+def start_writers(url: str, key: str, writers: int, per_writer: int, failures: list) -> list[threading.Thread]:
+    """Threads already POSTing (and replaying) calculations with keys of their own, through post_many."""
+    threads = [threading.Thread(target=post_many,
+                                args=(url, key, [f"t{t}-k{n}" for n in range(per_writer)], failures))
+               for t in range(writers)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
 @pytest.mark.on_both
 def test_totals_equal_the_stored_calculations_under_concurrent_writers(app, acme):
     threads_count, per_thread = 6, 6
     failures: list = []
     with LiveServer(app, threads=8) as server:
-        threads = [threading.Thread(target=post_many,
-                                    args=(server.url, acme.key, [f"t{t}-k{n}" for n in range(per_thread)], failures))
-                   for t in range(threads_count)]
-        for thread in threads:
-            thread.start()
+        threads = start_writers(server.url, acme.key, threads_count, per_thread, failures)
         for thread in threads:
             thread.join()
         response = requests.get(f"{server.url}/v1/customers/cust-1/emissions", headers=auth_headers(acme.key),
@@ -348,11 +354,7 @@ def test_totals_equal_the_stored_calculations_under_concurrent_writers(app, acme
 def test_a_rebuild_beside_concurrent_writers_loses_no_calculation(app, acme):
     failures: list = []
     with LiveServer(app, threads=8) as server:
-        threads = [threading.Thread(target=post_many,
-                                    args=(server.url, acme.key, [f"t{t}-k{n}" for n in range(5)], failures))
-                   for t in range(4)]
-        for thread in threads:
-            thread.start()
+        threads = start_writers(server.url, acme.key, 4, 5, failures)
         rebuilds = 0
         while any(thread.is_alive() for thread in threads) or rebuilds < 2:
             # Damage the rollup, then repair it while calculations keep arriving.
@@ -401,11 +403,7 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
 def test_verify_beside_concurrent_writers_reports_no_false_drift(app, acme):
     failures: list = []
     with LiveServer(app, threads=8) as server:
-        threads = [threading.Thread(target=post_many,
-                                    args=(server.url, acme.key, [f"t{t}-k{n}" for n in range(5)], failures))
-                   for t in range(4)]
-        for thread in threads:
-            thread.start()
+        threads = start_writers(server.url, acme.key, 4, 5, failures)
         reports = []
         while any(thread.is_alive() for thread in threads) or not reports:
             # Each customer is checked in one snapshot: a calculation committed between reading
