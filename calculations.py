@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import NamedTuple
@@ -101,6 +102,64 @@ INSERT = (f"INSERT INTO {Calculation._meta.table_name} ({', '.join(f.column_name
           f" VALUES ({', '.join('?' for _ in INSERT_FIELDS)})")
 
 
+class RecentCalculations:
+    """Calculations this process created or read lately, by id and by idempotency key.
+
+    A stored calculation never changes and a key stays bound to it for as long as it is stored
+    (decisions, sections 2 and 3), so an entry can never go stale, whatever other instances or
+    the CLI write: a GET or a replay found here needs no statement at all. With a key it also
+    keeps a digest of request bytes known to be that key's payload: a replay sending the same
+    bytes skips parsing, validation and the fingerprint. Bounded: past `size` entries the oldest
+    go first; size 0 keeps nothing.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._by_id: dict[str, tuple[int, str, str]] = {}  # id -> (organization, environment, body)
+        # (organization, environment, key) -> (Stored, sha256 of request bytes with that payload, or None)
+        self._by_key: dict[tuple[int, str, str], tuple[Stored, bytes | None]] = {}
+        self._lock = threading.Lock()  # writers only: readers take a dict lookup, atomic under the GIL
+
+    def body(self, organization_id: int, environment: str, calculation_id: str) -> str | None:
+        """The body if known here; a calculation of another tenant is not known here."""
+        found = self._by_id.get(calculation_id)
+        if found is None or found[0] != organization_id or found[1] != environment:
+            return None
+        return found[2]
+
+    def by_key(self, organization_id: int, environment: str, idempotency_key: str) -> Stored | None:
+        found = self._by_key.get((organization_id, environment, idempotency_key))
+        return found[0] if found else None
+
+    def replay_of(self, organization_id: int, environment: str, idempotency_key: str | None,
+                  raw: bytes) -> Stored | None:
+        """The calculation this key made, when `raw` are bytes already known to carry its payload."""
+        found = self._by_key.get((organization_id, environment, idempotency_key))
+        if found is None or found[1] is None or hashlib.sha256(raw).digest() != found[1]:
+            return None
+        return found[0]
+
+    def remember(self, organization_id: int, environment: str, idempotency_key: str | None,
+                 stored: Stored, raw: bytes | None = None) -> None:
+        """Keep a calculation; with its key, and with `raw` when those bytes carry the key's payload."""
+        if not self.size:
+            return
+        digest = hashlib.sha256(raw).digest() if raw is not None else None
+        with self._lock:
+            self._by_id[stored.id] = (organization_id, environment, stored.body)
+            if idempotency_key is not None:
+                self._by_key[(organization_id, environment, idempotency_key)] = (stored, digest)
+            for entries in (self._by_id, self._by_key):
+                while len(entries) > self.size:
+                    del entries[next(iter(entries))]  # dicts keep insertion order: the oldest
+
+    def forget(self) -> None:
+        """Keep nothing (as a process that never saw them: another instance, or after a restart)."""
+        with self._lock:
+            self._by_id.clear()
+            self._by_key.clear()
+
+
 def find_by_key(organization_id: int, environment: str, idempotency_key: str) -> Stored | None:
     """The calculation this organization and environment made with this Idempotency-Key, if any."""
     row = db.execute_sql(sql(FIND_BY_KEY), (organization_id, environment, idempotency_key)).fetchone()
@@ -131,23 +190,43 @@ def _replay(existing, payload_fingerprint: str) -> Outcome:
     return Outcome(existing.id, existing.body, replayed=True)
 
 
-def get(organization_id: int, environment: str, calculation_id: str) -> str:
+def _remembered_replay(recent: RecentCalculations, organization_id: int, environment: str, idempotency_key: str,
+                       existing: Stored, payload_fingerprint: str, raw: bytes | None) -> Outcome:
+    """The replay of a calculation read from the database (409 on another payload), remembered."""
+    outcome = _replay(existing, payload_fingerprint)
+    recent.remember(organization_id, environment, idempotency_key, existing, raw)  # raw: the same payload
+    return outcome
+
+
+def get(organization_id: int, environment: str, calculation_id: str, recent: RecentCalculations) -> str:
     """The stored body of a calculation in this organization and environment, or a tenant-safe 404."""
+    body = recent.body(organization_id, environment, calculation_id)
+    if body is not None:
+        return body
     row = db.execute_sql(sql(GET_BODY), (calculation_id, organization_id, environment)).fetchone()
     if row is None:
         raise NotFound("No calculation with this id exists.")
+    recent.remember(organization_id, environment, None, Stored(calculation_id, "", row[0]))
     return row[0]
 
 
 def calculate(organization_id: int, environment: str, payload: dict, idempotency_key: str,
-              request_id: str, test_capacity_default: int) -> Outcome:
-    """Create a calculation for a validated payload, or replay the one its idempotency key made."""
+              request_id: str, test_capacity_default: int, recent: RecentCalculations,
+              raw: bytes | None = None) -> Outcome:
+    """Create a calculation for a validated payload, or replay the one its idempotency key made.
+
+    `raw`, the request bytes the payload was parsed from, is remembered with the outcome.
+    """
     payload = with_defaults(payload)
     payload_fingerprint = fingerprint(payload)
+    existing = recent.by_key(organization_id, environment, idempotency_key)
+    if existing is not None:
+        return _replay(existing, payload_fingerprint)
     existing, customer, factor = _lookup(organization_id, environment, idempotency_key,
                                          payload["customer_reference"], payload["factor_reference"])
     if existing is not None:
-        return _replay(existing, payload_fingerprint)
+        return _remembered_replay(recent, organization_id, environment, idempotency_key, existing,
+                                  payload_fingerprint, raw)
 
     if customer is None:
         raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
@@ -207,7 +286,10 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
         existing = find_by_key(organization_id, environment, idempotency_key)
         if existing is None:
             raise
-        return _replay(existing, payload_fingerprint)
+        return _remembered_replay(recent, organization_id, environment, idempotency_key, existing,
+                                  payload_fingerprint, raw)
+    recent.remember(organization_id, environment, idempotency_key, Stored(calculation_id, payload_fingerprint, body),
+                    raw)
     return Outcome(calculation_id, body, replayed=False)
 
 

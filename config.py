@@ -89,6 +89,7 @@ class Config:
     webhook_allow_private_live: bool = False
     threads: int = 8
     log_requests: bool = True
+    calculation_cache_size: int = 10_000
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -106,6 +107,7 @@ class Config:
             webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
             threads=env_int("THREADS", 8, minimum=1),
             log_requests=env_bool("LOG_REQUESTS", True),
+            calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
         )
 
     def with_(self, **changes) -> "Config":

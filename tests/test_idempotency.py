@@ -16,6 +16,13 @@ from conftest import LiveServer, logistics_body, make_customer, make_factor, mak
 URL = "/v1/emissions/logistics"
 
 
+@pytest.fixture(params=["remembered", "looked-up"])
+def config(config, request):
+    """Every test twice: as served, where the process remembers the calculations it made, and with
+    nothing remembered, as when another instance made them: every replay then reads the database."""
+    return config.with_(calculation_cache_size=10_000 if request.param == "remembered" else 0)
+
+
 def post_text(client, persona, text: str, key: str = "idem-1"):
     headers = {**persona.headers(key), "Content-Type": "application/json"}
     return client.post(URL, text.encode(), headers=headers, status="*")
