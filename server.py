@@ -7,6 +7,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 import uuid
 
 import waitress
@@ -75,6 +76,33 @@ class LineQueue(logging.Handler):
             self.handleError(record)
 
 
+class OncePerInterval(logging.Filter):
+    """Lets one record through per `interval` seconds and says how many it held back.
+
+    For Waitress's "Task queue depth is N" warning, which it logs for every request that waits for
+    a free thread: under load, a line (and a write) per request.
+    """
+
+    def __init__(self, interval: float = 10.0, clock=time.monotonic):
+        super().__init__()
+        self.interval = interval
+        self.clock = clock
+        self._next = float("-inf")
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = self.clock()
+        if now < self._next:
+            self._held += 1
+            return False
+        if self._held:
+            record.msg = f"{record.getMessage()} ({self._held} more like it in the {self.interval:g} s before)"
+            record.args = ()
+        self._held = 0
+        self._next = now + self.interval
+        return True
+
+
 def _configure_logging(queued: bool = False) -> LogWriter | None:
     """One line per record on stderr; with `queued`, written in batches by a LogWriter (returned, started)."""
     # Records carry only their message ("Optimization" in the logging docs): no caller frame lookup,
@@ -89,6 +117,15 @@ def _configure_logging(queued: bool = False) -> LogWriter | None:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+    # Waitress's own warnings go the same way (not through logging's last-resort handler, a write
+    # each), its queue-depth warning at most once per 10 s.
+    waitress_log = logging.getLogger("waitress")
+    waitress_log.handlers = [handler]
+    waitress_log.setLevel(logging.WARNING)
+    waitress_log.propagate = False
+    queue_log = logging.getLogger("waitress.queue")
+    if not any(isinstance(f, OncePerInterval) for f in queue_log.filters):
+        queue_log.addFilter(OncePerInterval())
     return writer
 
 

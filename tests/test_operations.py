@@ -23,6 +23,7 @@ from webtest import TestApp
 import cli
 import config as config_module
 import models
+import server
 from app import create_app
 from conftest import LiveServer, logistics_body, make_customer, post_calculation
 
@@ -271,3 +272,20 @@ def test_a_worker_recovers_after_the_database_drops_its_connection(app, acme):
         drop_server_connection(marker)
         assert requests.get(server.url + "/healthz", timeout=10).json() == {"status": "ok", "database": "ok"}
         assert requests.get(server.url + path, headers=acme.headers(), timeout=10).status_code == 200
+
+
+def test_waitress_queue_warnings_pass_once_per_interval_and_count_the_rest():
+    now = [100.0]
+    throttle = server.OncePerInterval(interval=10, clock=lambda: now[0])
+
+    def warn(depth: int) -> logging.LogRecord | None:
+        record = logging.LogRecord("waitress.queue", logging.WARNING, __file__, 1, "Task queue depth is %d",
+                                   (depth,), None)
+        return record if throttle.filter(record) else None
+
+    assert warn(1).getMessage() == "Task queue depth is 1"
+    assert [warn(depth) for depth in (2, 3, 4)] == [None, None, None]
+    now[0] += 10
+    assert warn(5).getMessage() == "Task queue depth is 5 (3 more like it in the 10 s before)"
+    now[0] += 10
+    assert warn(6).getMessage() == "Task queue depth is 6"
