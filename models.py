@@ -419,9 +419,12 @@ class Calculation(BaseModel):
     """An immutable calculation; `body` is the exact JSON the API returned when it was created."""
 
     id = pw.CharField(primary_key=True, max_length=36)
-    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE")
+    # No index of their own on organization, customer and factor (migration 0002): the unique index
+    # below and calculation_customer_created (customer_id, created_at) start with the first two, and
+    # nothing looks calculations up by factor (factors are never deleted).
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
     environment = pw.CharField(max_length=4)
-    customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE")
+    customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE", index=False)
     external_reference = pw.CharField(max_length=120)
     idempotency_key = pw.CharField(max_length=200)
     fingerprint = pw.CharField(max_length=64)
@@ -432,7 +435,7 @@ class Calculation(BaseModel):
     distance_km = ExactDecimalField()
     activity_tkm = ExactDecimalField()
     emissions_kg = ExactDecimalField()
-    factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT")
+    factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT", index=False)
     factor_version = pw.IntegerField()
     factor_value = ExactDecimalField()
     request_id = pw.CharField(max_length=36)
@@ -502,15 +505,15 @@ class WebhookEvent(BaseModel):
     """An event and the state of its delivery (the outbox row)."""
 
     id = pw.CharField(primary_key=True, max_length=36)
-    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE")
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
     environment = pw.CharField(max_length=4)
     type = pw.CharField(max_length=40)
     payload = pw.TextField()  # the exact body bytes sent, as UTF-8 text
     created_at = TimestampField(default=utcnow)
     # pending | delivering | succeeded | failed | skipped (no endpoint when it happened)
-    delivery_status = pw.CharField(max_length=12, index=True)
+    delivery_status = pw.CharField(max_length=12)
     attempt_count = pw.IntegerField(default=0)
-    next_attempt_at = TimestampField(null=True, index=True)
+    next_attempt_at = TimestampField(null=True)
     locked_until = TimestampField(null=True)
     lock_token = pw.CharField(max_length=36, null=True)
     delivered_at = TimestampField(null=True)
@@ -528,6 +531,14 @@ class WebhookEvent(BaseModel):
             "delivered_at": isoformat(self.delivered_at),
             "attempts": attempts if attempts is not None else [],
         }
+
+
+# The only indexes of webhook_event besides its primary key (migration 0002): partial, holding just
+# the rows the delivery worker looks for, so that a skipped or delivered event enters no index.
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.next_attempt_at, name="webhook_event_pending")
+                       .where(WebhookEvent.delivery_status == "pending"))
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.locked_until, name="webhook_event_delivering")
+                       .where(WebhookEvent.delivery_status == "delivering"))
 
 
 class WebhookAttempt(BaseModel):

@@ -1,20 +1,27 @@
-"""Migrations: applied once, recorded, and safe when several instances start at the same moment."""
+"""Migrations: applied once, recorded, safe when several instances start at once; what 0002 leaves."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
+import peewee as pw
 import pytest
 
 import migrations
 import models
-from conftest import POSTGRES_URL
+import webhooks
+from config import Config
+from conftest import POSTGRES_URL, make_customer, make_factor, make_org
 
 EMISSIONS = Path(sys.executable).with_name("emissions")
 EVERY_MIGRATION = [path.stem for path in migrations.available()]
+FIRST_MIGRATION = migrations.available()[:1]
 
 
 def migrate_at_once(database_url: str, processes: int = 4) -> list[subprocess.CompletedProcess]:
@@ -49,3 +56,180 @@ def test_instances_migrating_a_new_postgres_schema_at_once_apply_each_migration_
     finally:
         admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         admin.close()
+
+
+# --- 0002: the indexes every calculation write paid for -----------------------------------------
+
+DROPPED_IN_0002 = {"calculation_organization_id", "calculation_customer_id", "calculation_factor_id",
+                   "webhook_event_organization_id", "webhook_event_delivery_status",
+                   "webhook_event_next_attempt_at"}
+PARTIAL_IN_0002 = {"webhook_event_pending": ("next_attempt_at", "pending"),
+                   "webhook_event_delivering": ("locked_until", "delivering")}
+
+
+def index_definitions(database, table: str) -> dict[str, str]:
+    """Index name -> its CREATE statement, for the table (SQLite's implicit ones have none)."""
+    if isinstance(database, pw.PostgresqlDatabase):
+        rows = database.execute_sql("SELECT indexname, indexdef FROM pg_indexes"
+                                    " WHERE schemaname = current_schema() AND tablename = %s", (table,))
+    else:
+        rows = database.execute_sql("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                                    (table,))
+    return {name: definition or "" for name, definition in rows}
+
+
+@pytest.mark.on_both
+def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(database_url):
+    database = models.open_database(database_url)
+    migrations.run(database)
+    calculation = index_definitions(database, "calculation")
+    events = index_definitions(database, "webhook_event")
+    assert not DROPPED_IN_0002 & (set(calculation) | set(events))
+    # What covers the dropped ones: the idempotency key's unique index and the customer's time order.
+    assert {"calculation_organization_id_environment_idempotency_key", "calculation_customer_created"} <= set(calculation)
+    assert len(calculation) == 3  # and the primary key
+    for name, (column, status) in PARTIAL_IN_0002.items():
+        definition = events[name].replace("::text", "")  # PostgreSQL: ((delivery_status)::text = '...'::text)
+        assert f"({column}) WHERE " in definition
+        assert f"delivery_status = '{status}'" in definition.replace("(", "").replace(")", "")
+    assert len(events) == 3  # the two partial indexes and the primary key
+    database.close()
+
+
+class RecordingCursor:
+    """A cursor that records every statement with its parameters."""
+
+    def __init__(self, cursor, log: list):
+        self._cursor, self._log = cursor, log
+
+    def execute(self, statement, params=None):
+        self._log.append((statement, tuple(params or ())))
+        self._cursor.execute(statement, params or ())
+        return self
+
+    def __iter__(self):
+        return iter(self._cursor)
+
+    def __getattr__(self, name):
+        return getattr(self._cursor, name)
+
+
+def claim_statements(monkeypatch, worker, limit: int = 8) -> list[tuple[str, tuple]]:
+    """The statements (and parameters) one claim sends."""
+    database = models.db.obj
+    original = database.cursor
+    log: list = []
+    monkeypatch.setattr(database, "cursor", lambda *args, **kwargs: RecordingCursor(original(*args, **kwargs), log))
+    try:
+        worker.claim(limit)
+    finally:
+        monkeypatch.setattr(database, "cursor", original)
+    return log
+
+
+def plan(statement: str, params: tuple) -> str:
+    """The plan of a statement: SQLite's EXPLAIN QUERY PLAN, or PostgreSQL's EXPLAIN with sequential
+    scans priced out (a test's tables are small enough that a scan would win anyway)."""
+    database = models.db.obj
+    if isinstance(database, pw.PostgresqlDatabase):
+        with database.atomic():
+            database.execute_sql("SET LOCAL enable_seqscan = off")
+            return "\n".join(row[0] for row in database.execute_sql("EXPLAIN " + statement, params))
+    return "\n".join(row[-1] for row in database.execute_sql("EXPLAIN QUERY PLAN " + statement, params))
+
+
+def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
+    assert "webhook_event_pending" in text and "webhook_event_delivering" in text, text
+    if models.is_postgres():
+        assert "Seq Scan on webhook_event" not in text, text
+    else:  # every table is SEARCHed through an index, none SCANned (not even through an index)
+        assert not re.search(r"^SCAN (?!CONSTANT ROW)", text, re.M), text
+
+
+@pytest.mark.on_both
+def test_the_delivery_claim_reads_only_the_partial_indexes_of_due_events(config, acme, monkeypatch):
+    for number in range(200):  # no endpoint yet: skipped, in no index but the primary key
+        webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
+    event = webhooks.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
+    early = webhooks.Deliverer(config, clock=lambda: event.created_at - dt.timedelta(minutes=1))
+    late = webhooks.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
+    try:
+        idle = claim_statements(monkeypatch, early)
+        assert len(idle) == 1  # the idle poll: one read, nothing due yet
+        assert_reads_webhook_events_by_the_partial_indexes(plan(*idle[0]))
+
+        busy = claim_statements(monkeypatch, late)
+        [update] = [(s, p) for s, p in busy if s.lstrip().upper().startswith("UPDATE")]
+        assert_reads_webhook_events_by_the_partial_indexes(plan(*update))
+        assert models.WebhookEvent.get_by_id(event.id).delivery_status == "delivering"
+    finally:
+        early.close()
+        late.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_database_url(request, tmp_path):
+    """A database with no tables at all (a schema of its own on PostgreSQL)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+        if models.db.obj is not None:
+            models.db.close()
+        return
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
+    schema = f"migrate_0001_{os.getpid()}"
+    admin = models.open_database(POSTGRES_URL)
+    admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    admin.execute_sql(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+    finally:
+        if models.db.obj is not None:
+            models.db.close()
+        admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        admin.close()
+
+
+def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_database_url, monkeypatch):
+    database = models.bind(empty_database_url)
+    with monkeypatch.context() as only_the_first:
+        only_the_first.setattr(migrations, "available", lambda: FIRST_MIGRATION)
+        assert migrations.run(database) == ["0001_initial"]
+    assert "calculation_factor_id" in index_definitions(database, "calculation")
+
+    org = make_org("acme")
+    customer = make_customer(org)
+    factor = make_factor()
+    calculation = models.Calculation.create(
+        id=models.new_id(), organization=org, environment="test", customer=customer, external_reference="s-1",
+        idempotency_key="idem-1", fingerprint="f" * 64, mode="ROAD", business_context="downstream",
+        activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
+        activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor, factor_version=1,
+        factor_value=factor.value, request_id=models.new_id(), body='{"id": "c"}')
+    skipped = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
+    webhooks.set_endpoint(org.id, "test", "http://127.0.0.1:9/hook")
+    pending = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
+    leased = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
+    lease_ended = leased.created_at - dt.timedelta(seconds=1)
+    (models.WebhookEvent.update(delivery_status="delivering", lock_token="lost", locked_until=lease_ended)
+     .where(models.WebhookEvent.id == leased.id).execute())
+
+    def rows():
+        return ([c.__data__ for c in models.Calculation.select().order_by(models.Calculation.id)],
+                [e.__data__ for e in models.WebhookEvent.select().order_by(models.WebhookEvent.id)])
+
+    before = rows()
+    assert migrations.run(database) == EVERY_MIGRATION[1:]
+    assert rows() == before
+    assert calculation.id in {c["id"] for c in before[0]}
+    assert not DROPPED_IN_0002 & set(index_definitions(database, "webhook_event"))
+
+    # The worker still finds both due deliveries (and not the skipped one) through the new indexes.
+    worker = webhooks.Deliverer(Config(database_url=empty_database_url), clock=lambda: leased.created_at)
+    try:
+        assert sorted(claim.event_id for claim in worker.claim(8)) == sorted([pending.id, leased.id])
+    finally:
+        worker.close()
+    assert models.WebhookEvent.get_by_id(skipped.id).delivery_status == "skipped"
