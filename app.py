@@ -270,8 +270,7 @@ def get_customer_emissions(principal: auth.Principal, reference: str) -> Reply:
                                           checked_reference(reference))
     if found is None:
         raise customer_not_found()
-    customer, analytics = found
-    return Reply(customer.to_dict(analytics=analytics))
+    return Reply(found)
 
 
 def get_openapi() -> Reply:

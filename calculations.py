@@ -166,6 +166,25 @@ def find_by_key(organization_id: int, environment: str, idempotency_key: str) ->
     return Stored(*row) if row else None
 
 
+# Each factor version the lookup returns is turned into a Factor once per process, keyed by the
+# columns themselves (LOOKUP checks the status every time), so a kept one cannot differ from its row.
+_factor_versions: dict[tuple, Factor] = {}
+FACTOR_VERSIONS_KEPT = 1024
+
+
+def _factor_version(row: tuple) -> Factor:
+    factor = _factor_versions.get(row)
+    if factor is None:
+        factor = Factor(id=row[0], reference=row[1], version=row[2], mode=row[3],
+                        value=Factor.value.python_value(row[4]), name=row[5], source=row[6], region=row[7],
+                        valid_from=Factor.valid_from.python_value(row[8]),
+                        valid_to=Factor.valid_to.python_value(row[9]), status="active")
+        if len(_factor_versions) >= FACTOR_VERSIONS_KEPT:
+            _factor_versions.clear()  # more versions in use than kept: start over
+        _factor_versions[row] = factor
+    return factor
+
+
 def _lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str,
             factor_reference: str) -> tuple[Stored | None, CustomerRow | None, Factor | None]:
     row = db.execute_sql(sql(LOOKUP), (organization_id, environment, idempotency_key, organization_id,
@@ -174,12 +193,7 @@ def _lookup(organization_id: int, environment: str, idempotency_key: str, custom
     if row[0] is not None:
         return Stored(*row[0:3]), None, None  # a replay needs nothing else
     customer = CustomerRow(*row[3:6]) if row[3] is not None else None
-    factor = None
-    if row[6] is not None:
-        factor = Factor(id=row[6], reference=row[7], version=row[8], mode=row[9],
-                        value=Factor.value.python_value(row[10]), name=row[11], source=row[12], region=row[13],
-                        valid_from=Factor.valid_from.python_value(row[14]),
-                        valid_to=Factor.valid_to.python_value(row[15]))
+    factor = _factor_version(row[6:16]) if row[6] is not None else None
     return None, customer, factor
 
 

@@ -367,7 +367,7 @@ def test_a_rebuild_beside_concurrent_writers_loses_no_calculation(app, acme):
     assert customers.verify().drifted == []
     count, _, _ = stored_sums(acme.customer.id)
     assert count == 20
-    assert customers.find_with_analytics(acme.org.id, "test", "cust-1")[1]["calculation_count"] == 20
+    assert customers.find_with_analytics(acme.org.id, "test", "cust-1")["analytics"]["calculation_count"] == 20
 
 
 @pytest.mark.on_both

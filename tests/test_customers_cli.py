@@ -432,4 +432,4 @@ def test_rebuild_counts_again_when_calculations_arrive_while_it_counts(client, a
     assert [customers._counted(drift.expected) for drift in outcome.drifted] == [2]
     monkeypatch.setattr(customers, "expected_rollups", original)
     assert customers.verify().drifted == []
-    assert customers.find_with_analytics(acme.org.id, "test", "cust-1")[1]["calculation_count"] == 2
+    assert customers.find_with_analytics(acme.org.id, "test", "cust-1")["analytics"]["calculation_count"] == 2
