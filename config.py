@@ -8,6 +8,17 @@ DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 
 
+def default_threads(database_url: str) -> int:
+    """Waitress worker threads when THREADS is unset: 1 on SQLite, 8 on PostgreSQL.
+
+    On SQLite a thread waits on nothing slow (the file is local, one writer at a time), and every
+    SQLite call hands the interpreter lock to whichever thread wants it: more threads only add
+    those hand-overs (README, "Performance"). On PostgreSQL a thread waits on the network, and more
+    of them keep the process busy meanwhile.
+    """
+    return 1 if database_url.startswith("sqlite") else 8
+
+
 class ConfigError(ValueError):
     """An environment variable holds a value the service cannot use."""
 
@@ -87,7 +98,7 @@ class Config:
     webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout_seconds: float = 10.0
     webhook_allow_private_live: bool = False
-    threads: int = 8
+    threads: int | None = None  # None: default_threads(database_url)
     log_requests: bool = True
     calculation_cache_size: int = 10_000
 
@@ -105,10 +116,14 @@ class Config:
             webhook_retry_schedule=env_schedule("WEBHOOK_RETRY_SCHEDULE", DEFAULT_RETRY_SCHEDULE),
             webhook_timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1),
             webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
-            threads=env_int("THREADS", 8, minimum=1),
+            threads=env_int("THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
         )
+
+    @property
+    def serving_threads(self) -> int:
+        return self.threads or default_threads(self.database_url)
 
     def with_(self, **changes) -> "Config":
         """A copy with some values changed (tests use it)."""

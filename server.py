@@ -183,7 +183,7 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_out
 def _serve(config: Config, host: str, port: int, json_output: bool, announce) -> None:
     app = create_app(config)
     try:
-        server = create_server(app, host, port, config.threads)
+        server = create_server(app, host, port, config.serving_threads)
     except OSError as exc:
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     scheduler = webhook_scheduler.start(config)
@@ -198,9 +198,9 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce) ->
         if announce is not None:
             announce(url)
         elif json_output:
-            print(json.dumps({"url": url, "threads": config.threads}), flush=True)
+            print(json.dumps({"url": url, "threads": config.serving_threads}), flush=True)
         else:
-            print(f"Serving on {url} (threads={config.threads})", flush=True)
+            print(f"Serving on {url} (threads={config.serving_threads})", flush=True)
         server.run()
     except (SystemExit, KeyboardInterrupt):
         pass

@@ -3,7 +3,7 @@
 Starts `emissions serve` on a fresh SQLite file (seeded through the CLI) and a bare Bottle app on
 Waitress with the same thread count (bench/bare_app.py), drives each scenario with wrk, and prints
 requests/s, p50 and p99 per scenario and the ratio of each to the bare app. Writes the results as
-JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--rounds 3] [--duration 3] [--threads 8]
+JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--rounds 3] [--duration 3] [--threads N]
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import config  # the service's own (installed with it), for its default thread count
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -253,20 +255,23 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all scenarios")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per scenario")
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
-    parser.add_argument("--threads", type=int, default=8, help="Waitress threads of both servers")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="Waitress threads of both servers (default: the service's own default on SQLite)")
     parser.add_argument("--wrk-threads", type=int, default=1, help="wrk's own threads")
     parser.add_argument("--log-requests", choices=("true", "false"), default="true",
                         help="LOG_REQUESTS of the service (the access log goes to a file)")
     args = parser.parse_args()
     wrk = ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="emissions-bench-"))
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
-           "RATE_LIMIT_PER_SECOND": "0", "LOG_REQUESTS": args.log_requests, "THREADS": str(args.threads)}
+    database_url = f"sqlite:///{workdir / 'bench.sqlite3'}"
+    threads = args.threads or config.default_threads(database_url)
+    env = {**os.environ, "DATABASE_URL": database_url,
+           "RATE_LIMIT_PER_SECOND": "0", "LOG_REQUESTS": args.log_requests, "THREADS": str(threads)}
     env.pop("SECRET_KEY", None)
     key = seed(env)
 
     service, service_url = start([str(BIN / "emissions"), "serve", "--port", "0"], env, workdir / "service.log")
-    bare, bare_url = start([sys.executable, str(HERE / "bare_app.py"), "--threads", str(args.threads)],
+    bare, bare_url = start([sys.executable, str(HERE / "bare_app.py"), "--threads", str(threads)],
                            env, workdir / "bare.log")
     try:
         body = json.dumps(BODY)
@@ -291,7 +296,7 @@ def main() -> int:
         ]
         results = {}
         print(f"wrk: {args.connections} connections, {args.wrk_threads} thread(s); servers: "
-              f"{args.threads} Waitress threads; {args.warmup} s warm-up, then {args.rounds} rounds of "
+              f"{threads} Waitress threads; {args.warmup} s warm-up, then {args.rounds} rounds of "
               f"{args.duration} s per scenario", flush=True)
         # Every scenario runs once per round, bare and service side by side, so that a change in
         # the machine's background load during the run touches both alike.
@@ -339,7 +344,7 @@ def main() -> int:
         "taken_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "settings": {"connections": args.connections, "wrk_threads": args.wrk_threads,
-                     "server_threads": args.threads, "seconds_per_round": args.duration, "rounds": args.rounds,
+                     "server_threads": threads, "seconds_per_round": args.duration, "rounds": args.rounds,
                      "warmup_seconds": args.warmup, "log_requests": args.log_requests == "true",
                      "rate_limit": "disabled", "database": "SQLite (fresh file, models.SQLITE_PRAGMAS)"},
         "scenarios": results,
