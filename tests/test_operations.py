@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,20 @@ def test_waitress_queue_warnings_pass_once_per_interval_and_count_the_rest():
     assert warn(5).getMessage() == "Task queue depth is 5 (3 more like it in the 10 s before)"
     now[0] += 10
     assert warn(6).getMessage() == "Task queue depth is 6"
+
+
+def test_ids_are_distinct_version_4_uuids_and_a_forked_child_draws_its_own():
+    ids = [models.new_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(uuid.UUID(value).version == 4 and uuid.UUID(value).variant == uuid.RFC_4122 for value in ids)
+    models.new_id()  # the parent holds a part-used block
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child writes its next id and leaves at once
+        os.write(writer, models.new_id().encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(child, 0)
+    from_child = os.read(reader, 100).decode()
+    os.close(reader)
+    assert from_child != models.new_id()
