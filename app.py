@@ -181,6 +181,7 @@ def read_body() -> bytes:
 
 
 def parse_json_object(raw: bytes) -> dict:
+    """The body as a JSON object (numbers as Decimal), or INVALID_REQUEST."""
     try:
         body = jsoncodec.loads(raw)
     except (jsoncodec.InvalidJson, UnicodeDecodeError):
@@ -235,16 +236,12 @@ def customer_or_404(principal: auth.Principal, reference: str) -> models.Custome
 def calculate_logistics(principal: auth.Principal) -> Reply:
     service: Service = bottle.request.app
     raw = read_body()
-    # The very bytes that made a calculation this process remembers: valid, and the same payload,
-    # so a replay whatever parsing and validation would say. Anything else takes the full path.
     try:
-        stored = service.recent.replay_of(principal.organization_id, principal.environment,
-                                          bottle.request.get_header("Idempotency-Key"), raw)
+        outcome = service.recent.replay_of(principal.organization_id, principal.environment,
+                                           bottle.request.get_header("Idempotency-Key"), raw)
     except UnicodeDecodeError:  # such a header is refused below, in its turn
-        stored = None
-    if stored is not None:
-        outcome = calculations.Outcome(stored.id, stored.body, replayed=True)
-    else:
+        outcome = None
+    if outcome is None:
         body = parse_json_object(raw)
         key = idempotency_key()
         outcome = calculations.calculate(

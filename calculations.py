@@ -109,8 +109,11 @@ class RecentCalculations:
     (decisions, sections 2 and 3), so an entry can never go stale, whatever other instances or
     the CLI write: a GET or a replay found here needs no statement at all. With a key it also
     keeps a digest of request bytes known to be that key's payload: a replay sending the same
-    bytes skips parsing, validation and the fingerprint. Bounded: past `size` entries the oldest
-    go first; size 0 keeps nothing.
+    bytes skips parsing, validation and the fingerprint. Bounded: past `size` entries the first
+    remembered go first (a hit does not renew an entry); size 0 keeps nothing.
+
+    It relies on the database never losing a committed calculation: after restoring a backup or
+    failing over to a replica that may lack the last commits, restart the instances (README).
     """
 
     def __init__(self, size: int):
@@ -128,16 +131,21 @@ class RecentCalculations:
         return found[2]
 
     def by_key(self, organization_id: int, environment: str, idempotency_key: str) -> Stored | None:
+        """The calculation this key made, if known here."""
         found = self._by_key.get((organization_id, environment, idempotency_key))
         return found[0] if found else None
 
     def replay_of(self, organization_id: int, environment: str, idempotency_key: str | None,
-                  raw: bytes) -> Stored | None:
-        """The calculation this key made, when `raw` are bytes already known to carry its payload."""
+                  raw: bytes) -> Outcome | None:
+        """The replay of the calculation this key made, when `raw` are bytes known to carry its payload.
+
+        Such bytes were parsed, validated and found to be the key's payload before, so the answer
+        is the replay whatever parsing and validation would say now; for any other bytes, None.
+        """
         found = self._by_key.get((organization_id, environment, idempotency_key))
         if found is None or found[1] is None or hashlib.sha256(raw).digest() != found[1]:
             return None
-        return found[0]
+        return Outcome(found[0].id, found[0].body, replayed=True)
 
     def remember(self, organization_id: int, environment: str, idempotency_key: str | None,
                  stored: Stored, raw: bytes | None = None) -> None:

@@ -123,6 +123,7 @@ class Config:
 
     @property
     def serving_threads(self) -> int:
+        """THREADS, or the default for the database (default_threads)."""
         return self.threads or default_threads(self.database_url)
 
     def with_(self, **changes) -> "Config":

@@ -15,7 +15,8 @@ from typing import Callable, Iterator, NamedTuple, TextIO
 import peewee as pw
 
 import schemas
-from models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, db, is_postgres, sql
+from models import (EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres,
+                    sql)
 
 STATUSES = ("active", "suspended", "archived")
 MAX_NAME = 200
@@ -273,9 +274,7 @@ def find_with_analytics(organization_id: int, environment: str, reference: str) 
     rollups = [RollupRow(row[4], row[5], row[6], decimal_of(row[7]), decimal_of(row[8]), date_of(row[9]),
                          date_of(row[10]))
                for row in rows if row[4] is not None]
-    # The fields of Customer.to_dict, without building a model for them.
-    return {"reference": reference, "name": name, "status": status, "country_code": country_code,
-            "analytics": summarize(environment, rollups)}
+    return customer_view(reference, name, status, country_code, summarize(environment, rollups))
 
 
 def summarize(environment: str, rows) -> dict:

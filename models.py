@@ -441,13 +441,14 @@ class Customer(BaseModel):
         indexes = ((("organization", "environment", "reference"), True),)
 
     def to_dict(self, analytics: dict | None = None) -> dict:
-        return {
-            "reference": self.reference,
-            "name": self.name,
-            "status": self.status,
-            "country_code": self.country_code,
-            "analytics": analytics,
-        }
+        return customer_view(self.reference, self.name, self.status, self.country_code, analytics)
+
+
+def customer_view(reference: str, name: str, status: str, country_code: str | None,
+                  analytics: dict | None = None) -> dict:
+    """A customer as the API shows it (also built from bare columns, without a model)."""
+    return {"reference": reference, "name": name, "status": status, "country_code": country_code,
+            "analytics": analytics}
 
 
 class Calculation(BaseModel):

@@ -77,7 +77,7 @@ class LineQueue(logging.Handler):
 
 
 class OncePerInterval(logging.Filter):
-    """Lets one record through per `interval` seconds and says how many it held back.
+    """Lets one record through per `interval` seconds and says how many it held back since the last.
 
     For Waitress's "Task queue depth is N" warning, which it logs for every request that waits for
     a free thread: under load, a line (and a write) per request.
@@ -96,7 +96,7 @@ class OncePerInterval(logging.Filter):
             self._held += 1
             return False
         if self._held:
-            record.msg = f"{record.getMessage()} ({self._held} more like it in the {self.interval:g} s before)"
+            record.msg = f"{record.getMessage()} ({self._held} more since the last one shown)"
             record.args = ()
         self._held = 0
         self._next = now + self.interval

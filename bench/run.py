@@ -1,6 +1,7 @@
 """Benchmark the service against the framework's own ceiling, side by side, in one run.
 
-Starts `emissions serve` on a fresh SQLite file (seeded through the CLI) and a bare Bottle app on
+Starts `emissions serve` on a fresh SQLite file (seeded through the CLI), a second instance on the
+same file that remembers no calculation (CALCULATION_CACHE_SIZE=0), and a bare Bottle app on
 Waitress with the same thread count (bench/bare_app.py), drives each scenario with wrk, and prints
 requests/s, p50 and p99 per scenario and the ratio of each to the bare app. Writes the results as
 JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--rounds 3] [--duration 3] [--threads N]
@@ -282,6 +283,10 @@ def main() -> int:
     key = seed(env)
 
     service, service_url = start([str(BIN / "emissions"), "serve", "--port", "0"], env, workdir / "service.log")
+    # A second instance on the same file that remembers no calculation (CALCULATION_CACHE_SIZE=0):
+    # its replays and GETs read the database, as another instance's or a restarted one's first would.
+    forgetful, forgetful_url = start([str(BIN / "emissions"), "serve", "--port", "0"],
+                                     {**env, "CALCULATION_CACHE_SIZE": "0"}, workdir / "forgetful.log")
     bare, bare_url = start([sys.executable, str(HERE / "bare_app.py"), "--threads", str(threads)],
                            env, workdir / "bare.log")
     try:
@@ -303,6 +308,10 @@ def main() -> int:
             ("get_calculation", service, service_url, "GET", f"/v1/calculations/{first['id']}", get_headers, "",
              200, False),
             ("get_customer_analytics", service, service_url, "GET", "/v1/customers/bench-customer/emissions",
+             get_headers, "", 200, False),
+            ("post_replay_unremembered", forgetful, forgetful_url, "POST", "/v1/emissions/logistics",
+             replay_headers, body, 200, False),
+            ("get_calculation_unremembered", forgetful, forgetful_url, "GET", f"/v1/calculations/{first['id']}",
              get_headers, "", 200, False),
         ]
         results = {}
@@ -328,12 +337,13 @@ def main() -> int:
                     settle(workdir / "bench.sqlite3")
         for name, runs in rounds.items():
             results[name] = result = combine(runs)
-            print(f"  {name:24} {result['requests_per_second']:9.1f} req/s  p50 {result['p50_ms']:7.2f} ms"
+            print(f"  {name:28} {result['requests_per_second']:9.1f} req/s  p50 {result['p50_ms']:7.2f} ms"
                   f"  p99 {result['p99_ms']:7.2f} ms  errors {result['errors']}"
                   f"  (server CPU {result['server_cpu_percent']:.0f}%, wrk CPU {result['wrk_cpu_percent']:.0f}%)",
                   flush=True)
     finally:
         stop(service)
+        stop(forgetful)
         stop(bare)
 
     with sqlite3.connect(workdir / "bench.sqlite3") as connection:
@@ -341,7 +351,8 @@ def main() -> int:
 
     comparisons = {}
     for name, baseline in (("post_new", "bare_post"), ("post_replay", "bare_get"),
-                           ("get_calculation", "bare_get"), ("get_customer_analytics", "bare_get")):
+                           ("get_calculation", "bare_get"), ("get_customer_analytics", "bare_get"),
+                           ("post_replay_unremembered", "bare_get"), ("get_calculation_unremembered", "bare_get")):
         ours, bare_result = results[name], results[baseline]
         throughput_target = TARGETS["post_ratio"] if name == "post_new" else TARGETS["get_ratio"]
         ratio = ours["requests_per_second"] / bare_result["requests_per_second"]
@@ -369,7 +380,7 @@ def main() -> int:
     }
     print("\nratio to the bare app (throughput, p99):")
     for name, comparison in comparisons.items():
-        print(f"  {name:24} {comparison['throughput_ratio']:.2f}x {comparison['baseline']} "
+        print(f"  {name:28} {comparison['throughput_ratio']:.2f}x {comparison['baseline']} "
               f"(target >= {comparison['throughput_target']}x), p99 {comparison['p99_ratio']:.2f}x "
               f"(target <= {comparison['p99_target']}x)  {'met' if comparison['met'] else 'MISSED'}")
     print(f"calculations stored: {stored}; errors: {errors}")

@@ -239,6 +239,7 @@ def test_the_documented_defaults_are_the_defaults(monkeypatch):
     documented = documented_configuration()
     for name, field in [("RATE_LIMIT_PER_SECOND", "rate_limit_per_second"), ("RATE_LIMIT_BURST", "rate_limit_burst"),
                         ("TEST_CAPACITY", "test_capacity"), ("KEY_CACHE_SECONDS", "key_cache_seconds"),
+                        ("CALCULATION_CACHE_SIZE", "calculation_cache_size"),
                         ("WEBHOOK_POLL_SECONDS", "webhook_poll_seconds"),
                         ("WEBHOOK_TIMEOUT_SECONDS", "webhook_timeout_seconds")]:
         assert float(documented[name].strip(" `")) == float(getattr(defaults, field)), name
@@ -291,7 +292,7 @@ def test_waitress_queue_warnings_pass_once_per_interval_and_count_the_rest():
     assert warn(1).getMessage() == "Task queue depth is 1"
     assert [warn(depth) for depth in (2, 3, 4)] == [None, None, None]
     now[0] += 10
-    assert warn(5).getMessage() == "Task queue depth is 5 (3 more like it in the 10 s before)"
+    assert warn(5).getMessage() == "Task queue depth is 5 (3 more since the last one shown)"
     now[0] += 10
     assert warn(6).getMessage() == "Task queue depth is 6"
 

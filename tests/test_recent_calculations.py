@@ -7,6 +7,7 @@ import uuid
 import pytest
 from webtest import TestApp
 
+import jsoncodec
 from app import create_app
 from calculations import RecentCalculations, Stored
 from conftest import logistics_body, make_key, post_calculation
@@ -85,6 +86,18 @@ def test_the_same_bytes_replay_and_other_bytes_are_judged_by_their_payload(clien
     changed = json.dumps(logistics_body(distance={"value": 99, "unit": "km"})).encode()
     assert post_bytes(client, acme, changed, "bytes").json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
     assert post_bytes(client, acme, raw, "bytes").status_int == 200
+
+
+def test_remembered_bytes_replay_without_being_parsed_again(client, acme, monkeypatch):
+    raw = json.dumps(logistics_body()).encode()
+    created = post_bytes(client, acme, raw, "bytes-unparsed")
+
+    def parse_nothing(raw):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(jsoncodec, "loads", parse_nothing)
+    replay = post_bytes(client, acme, raw, "bytes-unparsed")
+    assert (replay.status_int, replay.body) == (200, created.body)
 
 
 def test_remembered_bytes_still_need_the_json_content_type_and_their_own_key(client, acme):
