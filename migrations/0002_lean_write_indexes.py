@@ -15,7 +15,9 @@ or delivered event enters no index but its primary key).
   an organization (which the service never does) now reads all of webhook_event to cascade, and
   `emissions webhook deliveries --org` reads the table as it always did without --org.
 
-Plain SQL, the same on SQLite and PostgreSQL (never import models.py here).
+Plain SQL, the same on SQLite and PostgreSQL (never import models.py here). On PostgreSQL the
+transaction locks webhook_event while the partial indexes are built, so calculations wait for it:
+on a large database migrate at a quiet moment (README, "PostgreSQL and several instances").
 """
 
 DROPPED = (
