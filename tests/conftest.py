@@ -179,18 +179,24 @@ class LiveServer:
     def __init__(self, app, threads: int = 8):
         self.server = create_server(app, "127.0.0.1", 0, threads)  # as `emissions serve` makes it
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self._stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        # Waitress's own loop (server.run), a short poll at a time until told to stop; then the
+        # sockets are closed here, in the serving thread, never under a poll that is using them.
+        while not self._stopping.is_set():
+            wasyncore.loop(timeout=0.05, map=self.server._map, count=1)
+        wasyncore.close_all(self.server._map, ignore_all=True)
 
     def __enter__(self):
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        # Stop the worker threads first, so none pulls the trigger after it is closed; then close
-        # the sockets from inside the serving thread, so its loop ends instead of polling a
-        # descriptor closed under it (EBADF in the thread).
+        # The worker threads first, so that none answers into a closed socket; then the loop.
         self.server.task_dispatcher.shutdown()
-        self.server.trigger.pull_trigger(lambda: wasyncore.close_all(self.server._map, ignore_all=True))
+        self._stopping.set()
         self.thread.join(timeout=10)
 
 
