@@ -263,8 +263,7 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
 
 
 def get_customer_emissions(principal: auth.Principal, reference: str) -> Reply:
-    found = customers.find_with_analytics(principal.organization_id, principal.environment,
-                                          checked_reference(reference))
+    found = customers.analytics_json(principal.organization_id, principal.environment, checked_reference(reference))
     if found is None:
         raise customer_not_found()
     return Reply(found)

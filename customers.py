@@ -14,6 +14,7 @@ from typing import Callable, Iterator, NamedTuple, TextIO
 
 import peewee as pw
 
+import jsoncodec
 import schemas
 from models import (EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres,
                     sql)
@@ -266,9 +267,38 @@ FIND_WITH_ROLLUPS = (
 
 def find_with_analytics(organization_id: int, environment: str, reference: str) -> dict | None:
     """The customer with this reference and its analytics, as the API shows it, or None, in one statement."""
-    rows = db.execute_sql(sql(FIND_WITH_ROLLUPS), (organization_id, environment, reference)).fetchall()
+    rows = _customer_with_rollups(organization_id, environment, reference)
+    return _analytics_view(environment, reference, rows) if rows else None
+
+
+def analytics_json(organization_id: int, environment: str, reference: str) -> str | None:
+    """find_with_analytics() as the JSON text the API answers, or None.
+
+    The rows are read every time; the text is a function of them alone, so the one built from the
+    same rows is reused (kept by the rows themselves: it cannot differ from what they would give).
+    """
+    rows = _customer_with_rollups(organization_id, environment, reference)
     if not rows:
         return None
+    found = (environment, reference, tuple(rows))
+    text = _analytics_texts.get(found)
+    if text is None:
+        text = jsoncodec.dumps(_analytics_view(environment, reference, rows))
+        if len(_analytics_texts) >= ANALYTICS_TEXTS_KEPT:
+            _analytics_texts.clear()  # more customers read than kept: start over
+        _analytics_texts[found] = text
+    return text
+
+
+_analytics_texts: dict[tuple, str] = {}
+ANALYTICS_TEXTS_KEPT = 1024
+
+
+def _customer_with_rollups(organization_id: int, environment: str, reference: str) -> list[tuple]:
+    return db.execute_sql(sql(FIND_WITH_ROLLUPS), (organization_id, environment, reference)).fetchall()
+
+
+def _analytics_view(environment: str, reference: str, rows: list[tuple]) -> dict:
     _, name, status, country_code = rows[0][:4]
     decimal_of, date_of = CustomerRollup.activity_tkm.python_value, CustomerRollup.first_activity_date.python_value
     rollups = [RollupRow(row[4], row[5], row[6], decimal_of(row[7]), decimal_of(row[8]), date_of(row[9]),

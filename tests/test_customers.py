@@ -420,3 +420,20 @@ def test_an_empty_customer_reference_is_customer_not_found_after_authentication(
     assert client.get("/v1/customers/", status=401).json["error"]["code"] == "INVALID_API_KEY"
     response = client.get("/v1/customers/", headers=acme.headers(), status=404)
     assert response.json["error"]["code"] == "CUSTOMER_NOT_FOUND"
+
+
+@pytest.mark.on_both
+def test_the_analytics_answer_follows_every_change_of_its_rows(client, acme):
+    def analytics() -> dict:
+        return jsoncodec.loads(client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200).body)
+
+    first = analytics()
+    assert analytics() == first == customers.find_with_analytics(acme.org.id, "test", "cust-1")
+    post_calculation(client, acme, "answer-1", status=201)
+    assert analytics()["analytics"]["calculation_count"] == first["analytics"]["calculation_count"] + 1
+    acme.customer.name, acme.customer.status = "Acme Renamed Ltd", "suspended"  # as the CLI or workspace would
+    acme.customer.save()
+    renamed = analytics()
+    assert (renamed["name"], renamed["status"]) == ("Acme Renamed Ltd", "suspended")
+    CustomerRollup.delete().execute()  # as if a rebuild found nothing
+    assert analytics()["analytics"]["calculation_count"] == 0
