@@ -185,19 +185,25 @@ class LiveServer:
     def _serve(self) -> None:
         # Waitress's own loop (server.run), a short poll at a time until told to stop; then the
         # sockets are closed here, in the serving thread, never under a poll that is using them.
-        while not self._stopping.is_set():
-            wasyncore.loop(timeout=0.05, map=self.server._map, count=1)
-        wasyncore.close_all(self.server._map, ignore_all=True)
+        try:
+            while not self._stopping.is_set():
+                wasyncore.loop(timeout=0.05, map=self.server._map, count=1)
+        finally:
+            wasyncore.close_all(self.server._map, ignore_all=True)
 
     def __enter__(self):
         self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         # The worker threads first, so that none answers into a closed socket; then the loop.
         self.server.task_dispatcher.shutdown()
+        workers_left = len(self.server.task_dispatcher.threads)
         self._stopping.set()
         self.thread.join(timeout=10)
+        if exc_type is None:  # a failing test's own error comes first
+            assert workers_left == 0, f"{workers_left} worker thread(s) still busy 5 s after shutdown"
+            assert not self.thread.is_alive(), "the serving thread did not stop"
 
 
 @pytest.fixture
