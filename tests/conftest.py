@@ -171,6 +171,36 @@ def post_calculation(client: TestApp, persona: Persona, idempotency_key: str = "
                             headers=persona.headers(idempotency_key), status=status)
 
 
+# --- the statements a test sends ------------------------------------------------------------------
+
+class RecordingCursor:
+    """A database cursor that hands every statement it executes, with its parameters, to `record`."""
+
+    def __init__(self, cursor, record):
+        self._cursor, self._record = cursor, record
+
+    def execute(self, statement, params=None):
+        self._record(statement, tuple(params or ()))
+        self._cursor.execute(statement, params or ())
+        return self
+
+    def __iter__(self):
+        return iter(self._cursor)
+
+    def __getattr__(self, name):
+        return getattr(self._cursor, name)
+
+
+def record_statements(monkeypatch, record):
+    """Send every statement of the bound database through `record(statement, params)`; returns the
+    database's own cursor method, to put back early (monkeypatch puts it back after the test)."""
+    database = models.db.obj
+    original = database.cursor
+    monkeypatch.setattr(database, "cursor",
+                        lambda *args, **kwargs: RecordingCursor(original(*args, **kwargs), record))
+    return original
+
+
 # --- a real server on loopback ------------------------------------------------------------------
 
 class LiveServer:

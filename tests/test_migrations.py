@@ -17,7 +17,7 @@ import migrations
 import models
 import webhooks
 from config import Config
-from conftest import POSTGRES_URL, make_customer, make_factor, make_org
+from conftest import POSTGRES_URL, make_customer, make_factor, make_org, record_statements
 
 EMISSIONS = Path(sys.executable).with_name("emissions")
 EVERY_MIGRATION = [path.stem for path in migrations.available()]
@@ -96,34 +96,14 @@ def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(
     database.close()
 
 
-class RecordingCursor:
-    """A cursor that records every statement with its parameters."""
-
-    def __init__(self, cursor, log: list):
-        self._cursor, self._log = cursor, log
-
-    def execute(self, statement, params=None):
-        self._log.append((statement, tuple(params or ())))
-        self._cursor.execute(statement, params or ())
-        return self
-
-    def __iter__(self):
-        return iter(self._cursor)
-
-    def __getattr__(self, name):
-        return getattr(self._cursor, name)
-
-
 def claim_statements(monkeypatch, worker, limit: int = 8) -> list[tuple[str, tuple]]:
     """The statements (and parameters) one claim sends."""
-    database = models.db.obj
-    original = database.cursor
     log: list = []
-    monkeypatch.setattr(database, "cursor", lambda *args, **kwargs: RecordingCursor(original(*args, **kwargs), log))
+    original = record_statements(monkeypatch, lambda statement, params: log.append((statement, params)))
     try:
         worker.claim(limit)
     finally:
-        monkeypatch.setattr(database, "cursor", original)
+        monkeypatch.setattr(models.db.obj, "cursor", original)
     return log
 
 

@@ -12,7 +12,7 @@ from webtest import TestApp
 import models
 import webhooks
 from app import create_app
-from conftest import logistics_body
+from conftest import logistics_body, record_statements
 
 pytestmark = pytest.mark.on_both
 
@@ -20,35 +20,11 @@ POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]
 # usage counter, customer rollup, webhook event in one transaction
 
 
-class CountingCursor:
-    """A database cursor that records the first word of every statement it executes."""
-
-    def __init__(self, cursor, log: list):
-        self._cursor, self._log = cursor, log
-
-    def execute(self, statement, params=None):
-        self._log.append(statement.split(None, 1)[0].upper())
-        self._cursor.execute(statement, params or ())
-        return self
-
-    def __iter__(self):
-        return iter(self._cursor)
-
-    def __getattr__(self, name):
-        return getattr(self._cursor, name)
-
-
 @pytest.fixture
 def statements(monkeypatch):
     """The statements of the requests made while counting (a fresh list per `with`)."""
-    database = models.db.obj
-    original = database.cursor
     log: list = []
-
-    def counting_cursor(*args, **kwargs):
-        return CountingCursor(original(*args, **kwargs), log)
-
-    monkeypatch.setattr(database, "cursor", counting_cursor)
+    record_statements(monkeypatch, lambda statement, params: log.append(statement.split(None, 1)[0].upper()))
 
     class Counter:
         def __enter__(self):
