@@ -1,6 +1,7 @@
 """Migrations: applied once, recorded, safe when several instances start at once; what 0002 leaves."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -43,19 +44,28 @@ def test_instances_migrating_a_new_sqlite_file_at_once_apply_each_migration_once
     assert_migrated_exactly_once(migrate_at_once(f"sqlite:///{tmp_path / 'new.sqlite3'}"))
 
 
-def test_instances_migrating_a_new_postgres_schema_at_once_apply_each_migration_once():
+@contextlib.contextmanager
+def empty_postgres_schema(name: str):
+    """The URL of a new, empty PostgreSQL schema of this test process, dropped afterwards."""
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
-    schema = f"migrate_race_{os.getpid()}"
+    schema = f"{name}_{os.getpid()}"
     admin = models.open_database(POSTGRES_URL)
     admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     admin.execute_sql(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in POSTGRES_URL else "?"
     try:
-        separator = "&" if "?" in POSTGRES_URL else "?"
-        assert_migrated_exactly_once(migrate_at_once(f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"))
+        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
     finally:
+        if models.db.obj is not None:
+            models.db.close()
         admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         admin.close()
+
+
+def test_instances_migrating_a_new_postgres_schema_at_once_apply_each_migration_once():
+    with empty_postgres_schema("migrate_race") as url:
+        assert_migrated_exactly_once(migrate_at_once(url))
 
 
 # --- 0002: the indexes every calculation write paid for -----------------------------------------
@@ -156,20 +166,8 @@ def empty_database_url(request, tmp_path):
         if models.db.obj is not None:
             models.db.close()
         return
-    if not POSTGRES_URL:
-        pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
-    schema = f"migrate_0001_{os.getpid()}"
-    admin = models.open_database(POSTGRES_URL)
-    admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    admin.execute_sql(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        if models.db.obj is not None:
-            models.db.close()
-        admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        admin.close()
+    with empty_postgres_schema("migrate_0001") as url:
+        yield url
 
 
 def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_database_url, monkeypatch):
