@@ -55,6 +55,16 @@ def deliverer(config, **kwargs) -> webhooks.Deliverer:
     return webhooks.Deliverer(config, **kwargs)
 
 
+def deliver_one_calculation(client, config, persona, receiver) -> None:
+    """Make a calculation with an endpoint at `receiver` and let one worker pass deliver it; then close the receiver."""
+    endpoint(persona, receiver.url)
+    post_calculation(client, persona, status=201)
+    worker = deliverer(config)
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    receiver.close()
+
+
 def attempts_of(event_id: str) -> list[WebhookAttempt]:
     return list(WebhookAttempt.select().where(WebhookAttempt.event == event_id).order_by(WebhookAttempt.number))
 
@@ -298,12 +308,7 @@ def test_pending_deliveries_wait_while_the_endpoint_is_disabled(client, config, 
 @pytest.mark.on_both
 def test_a_redirect_is_a_failed_attempt_and_is_not_followed(client, config, acme):
     receiver = Receiver(statuses=[302])
-    endpoint(acme, receiver.url)
-    post_calculation(client, acme, status=201)
-    worker = deliverer(config)
-    assert worker.run_once()["pending"] == 1
-    worker.close()
-    receiver.close()
+    deliver_one_calculation(client, config, acme, receiver)
     assert [r.path for r in receiver.received] == ["/hooks"]
     [attempt] = attempts_of(WebhookEvent.get().id)
     assert attempt.status_code == 302 and attempt.response_excerpt == "answer 302"
@@ -312,12 +317,7 @@ def test_a_redirect_is_a_failed_attempt_and_is_not_followed(client, config, acme
 @pytest.mark.on_both
 def test_a_long_binary_answer_is_recorded_truncated_and_storable(client, config, acme):
     receiver = Receiver(statuses=[500], answer=b"\x00\xffbinary" + b"z" * 5000)
-    endpoint(acme, receiver.url)
-    post_calculation(client, acme, status=201)
-    worker = deliverer(config)
-    assert worker.run_once()["pending"] == 1
-    worker.close()
-    receiver.close()
+    deliver_one_calculation(client, config, acme, receiver)
     [attempt] = attempts_of(WebhookEvent.get().id)
     assert attempt.status_code == 500
     assert attempt.response_excerpt == "\ufffd\ufffdbinary" + "z" * 992
