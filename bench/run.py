@@ -4,7 +4,8 @@ Starts `emissions serve` on a fresh SQLite file (seeded through the CLI), a seco
 same file that remembers no calculation (CALCULATION_CACHE_SIZE=0), and a bare Bottle app on
 Waitress with the same thread count (bench/bare_app.py), drives each scenario with wrk, and prints
 requests/s, p50 and p99 per scenario and the ratio of each to the bare app. Writes the results as
-JSON to bench/results/. Usage: .venv/bin/python bench/run.py [--rounds 3] [--duration 3] [--threads N]
+JSON to bench/results/. The servers share one CPU and wrk runs on the others (--no-pin: anywhere;
+README, "Performance", says why). Usage: .venv/bin/python bench/run.py [--rounds 3] [--duration 3]
 """
 from __future__ import annotations
 
@@ -137,10 +138,11 @@ def seed(env: dict) -> str:
     return cli(env, "key", "create", "--org", "bench", "--env", "test", "--scopes", scopes)["key"]
 
 
-def start(command: list[str], env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
+def start(command: list[str], env: dict, log_path: Path, cpus: set[int] | None = None) -> tuple[subprocess.Popen, str]:
     """Start a server that prints 'Serving on http://host:port' and return it with its URL."""
     log = open(log_path, "wb")
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=log, cwd=ROOT)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, preexec_fn=pin)
     line = process.stdout.readline().decode()
     match = re.search(r"Serving on (http://\S+)", line)
     if not match:
@@ -269,6 +271,10 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
     parser.add_argument("--threads", type=int, default=None,
                         help="Waitress threads of both servers (default: the service's own default on SQLite)")
+    parser.add_argument("--server-cpu", type=int, default=max(os.sched_getaffinity(0)),
+                        help="the CPU every server is pinned to; wrk runs on the others (default: the last)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="let the servers and wrk run on any CPU (see README, Performance)")
     parser.add_argument("--wrk-threads", type=int, default=1, help="wrk's own threads")
     parser.add_argument("--log-requests", choices=("true", "false"), default="true",
                         help="LOG_REQUESTS of the service (the access log goes to a file)")
@@ -282,13 +288,17 @@ def main() -> int:
     env.pop("SECRET_KEY", None)
     key = seed(env)
 
-    service, service_url = start([str(BIN / "emissions"), "serve", "--port", "0"], env, workdir / "service.log")
+    server_cpus = None if args.no_pin or len(os.sched_getaffinity(0)) < 2 else {args.server_cpu}
+    if server_cpus:
+        os.sched_setaffinity(0, os.sched_getaffinity(0) - server_cpus)  # wrk inherits it
+    service, service_url = start([str(BIN / "emissions"), "serve", "--port", "0"], env, workdir / "service.log",
+                                 server_cpus)
     # A second instance on the same file that remembers no calculation (CALCULATION_CACHE_SIZE=0):
     # its replays and GETs read the database, as another instance's or a restarted one's first would.
     forgetful, forgetful_url = start([str(BIN / "emissions"), "serve", "--port", "0"],
-                                     {**env, "CALCULATION_CACHE_SIZE": "0"}, workdir / "forgetful.log")
+                                     {**env, "CALCULATION_CACHE_SIZE": "0"}, workdir / "forgetful.log", server_cpus)
     bare, bare_url = start([sys.executable, str(HERE / "bare_app.py"), "--threads", str(threads)],
-                           env, workdir / "bare.log")
+                           env, workdir / "bare.log", server_cpus)
     try:
         body = json.dumps(BODY)
         post_headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
@@ -315,8 +325,10 @@ def main() -> int:
              get_headers, "", 200, False),
         ]
         results = {}
+        placement = (f"servers on CPU {args.server_cpu}, wrk on the others" if server_cpus
+                     else "servers and wrk on any CPU")
         print(f"wrk: {args.connections} connections, {args.wrk_threads} thread(s); servers: "
-              f"{threads} Waitress threads; {args.warmup} s warm-up, then {args.rounds} rounds of "
+              f"{threads} Waitress threads; {placement}; {args.warmup} s warm-up, then {args.rounds} rounds of "
               f"{args.duration} s per scenario", flush=True)
         # Every scenario runs once per round, bare and service side by side, so that a change in
         # the machine's background load during the run touches both alike.
@@ -371,7 +383,8 @@ def main() -> int:
         "machine": machine(),
         "settings": {"connections": args.connections, "wrk_threads": args.wrk_threads,
                      "server_threads": threads, "seconds_per_round": args.duration, "rounds": args.rounds,
-                     "warmup_seconds": args.warmup, "log_requests": args.log_requests == "true",
+                     "warmup_seconds": args.warmup,
+                     "server_cpu": args.server_cpu if server_cpus else None, "log_requests": args.log_requests == "true",
                      "rate_limit": "disabled", "database": "SQLite (fresh file, models.SQLITE_PRAGMAS)"},
         "scenarios": results,
         "comparisons": comparisons,
