@@ -208,11 +208,18 @@ def import_customers(organization: Organization, environment: str, stream: TextI
 def add_to_rollup(customer_id: int, environment: str, mode: str, business_context: str,
                   activity: Decimal, emissions: Decimal, activity_date: dt.date) -> None:
     """Add one calculation to its rollup row; call inside the calculation's transaction."""
+    db.execute_sql(*rollup_statement(customer_id, environment, mode, business_context, activity, emissions,
+                                     activity_date))
+
+
+def rollup_statement(customer_id: int, environment: str, mode: str, business_context: str,
+                     activity: Decimal, emissions: Decimal, activity_date: dt.date) -> tuple[str, tuple]:
+    """The statement that adds one calculation to its rollup row, with its parameters."""
     # One atomic upsert, so concurrent writers cannot lose an update. PostgreSQL sums NUMERIC;
     # SQLite keeps decimals as text and sums them with models.decimal_add (exact, same context).
-    db.execute_sql(sql(ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (
+    return sql(ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (
         customer_id, environment, mode, business_context, CustomerRollup.activity_tkm.db_value(activity),
-        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date))
+        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date)
 
 
 def _rollup_statement(add: str, least: str, greatest: str) -> str:

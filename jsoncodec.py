@@ -6,6 +6,9 @@ from decimal import Decimal
 
 _encode_string = json.encoder.encode_basestring_ascii
 
+# A JSON string literal for a str, as dumps() writes it (for texts written out by hand).
+string = _encode_string
+
 
 class InvalidJson(ValueError):
     pass
@@ -90,6 +93,16 @@ def _write(value, out) -> None:
         out("]")
     else:
         raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def text_object(value: dict) -> str:
+    """dumps() of a dict whose keys and values are all str (a validated Place), written directly."""
+    return "{" + ",".join([_encode_string(key) + ":" + _encode_string(item) for key, item in value.items()]) + "}"
+
+
+def canonical_text_object(value: dict) -> str:
+    """canonical() of a dict whose keys and values are all str, written directly."""
+    return "{" + ",".join([_encode_string(key) + ":" + _encode_string(value[key]) for key in sorted(value)]) + "}"
 
 
 def canonical(value) -> str:

@@ -63,7 +63,7 @@ class RateLimiter:
 
 def period_of(moment: dt.datetime) -> str:
     """The billing period of a UTC moment: its calendar month, "2026-11"."""
-    return moment.strftime("%Y-%m")
+    return f"{moment.year:04d}-{moment.month:02d}"  # strftime's "%Y-%m", at a fifth of its cost
 
 
 def current_period() -> str:
@@ -88,12 +88,23 @@ def capacity_for(organization: Organization, environment: str, test_default: int
 def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
     """Count one billable calculation, or raise USAGE_LIMIT_REACHED; call inside the write transaction."""
     now = now or utcnow()
+    check_consumed(db.execute_sql(*consume_statement(organization_id, environment, test_default, now)).rowcount, now)
+
+
+def consume_statement(organization_id: int, environment: str, test_default: int,
+                      now: dt.datetime) -> tuple[str, tuple]:
+    """The statement that counts one billable calculation, with its parameters; its row count goes
+    to check_consumed() (consume() does both)."""
     if environment == "live":
         statement, capacity_params = CONSUME_LIVE, (organization_id,)
     else:
         statement, capacity_params = CONSUME_TEST, (test_default, organization_id)
-    params = (organization_id, environment, period_of(now), *capacity_params, *capacity_params)
-    if db.execute_sql(sql(statement), params).rowcount != 1:
+    return sql(statement), (organization_id, environment, period_of(now), *capacity_params, *capacity_params)
+
+
+def check_consumed(rowcount: int, now: dt.datetime) -> None:
+    """USAGE_LIMIT_REACHED unless the counting statement changed its row."""
+    if rowcount != 1:
         _reached(now)
 
 

@@ -175,13 +175,14 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_out
     """
     log_writer = _configure_logging(queued=True)
     try:
-        _serve(config, host, port, json_output, announce)
+        _serve(config, host, port, json_output, announce, log_writer)
     finally:
         log_writer.stop()  # writes what is still queued
 
 
-def _serve(config: Config, host: str, port: int, json_output: bool, announce) -> None:
+def _serve(config: Config, host: str, port: int, json_output: bool, announce, log_writer: LogWriter) -> None:
     app = create_app(config)
+    app.access_line = log_writer.lines.put  # the very line the access logger would queue
     try:
         server = create_server(app, host, port, config.serving_threads)
     except OSError as exc:

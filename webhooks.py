@@ -106,22 +106,31 @@ class NewEvent(NamedTuple):
     created_at: dt.datetime
 
 
-def new_event(organization_id: int, environment: str, event_type: str, data_json: str) -> NewEvent:
-    """The event and its exact body, built before the outcome's transaction so that it stays short."""
+def new_event(organization_id: int, environment: str, event_type: str, data_json: str,
+              created_at: dt.datetime | None = None) -> NewEvent:
+    """The event and its exact body, built before the outcome's transaction so that it stays short.
+
+    `created_at` is the outcome's own moment when it has one (a calculation's created_at).
+    """
     event_id = new_id()
-    created_at = utcnow()
-    head = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
-                            "environment": environment})
-    return NewEvent(event_id, organization_id, environment, event_type, head[:-1] + ',"data":' + data_json + "}",
-                    created_at)
+    created_at = created_at or utcnow()
+    # Written out rather than through jsoncodec.dumps of a dict: every calculation makes one. The
+    # id is hex and dashes and the moment is isoformat()'s digits: neither needs escaping.
+    payload = (f'{{"id":"{event_id}","type":{jsoncodec.dumps(event_type)},"created_at":"{isoformat(created_at)}",'
+               f'"environment":{jsoncodec.dumps(environment)},"data":{data_json}}}')
+    return NewEvent(event_id, organization_id, environment, event_type, payload, created_at)
 
 
 def insert_event(event: NewEvent) -> None:
     """Write the event, pending when an endpoint is enabled; call in the outcome's transaction."""
+    db.execute_sql(*event_statement(event))
+
+
+def event_statement(event: NewEvent) -> tuple[str, tuple]:
+    """The statement that writes the event, with its parameters (insert_event() runs it)."""
     stored_at = WebhookEvent.created_at.db_value(event.created_at)
-    db.execute_sql(sql(RECORD_EVENT), (event.id, event.organization_id, event.environment, event.type,
-                                       event.payload, stored_at, stored_at, event.organization_id,
-                                       event.environment))
+    return sql(RECORD_EVENT), (event.id, event.organization_id, event.environment, event.type, event.payload,
+                               stored_at, stored_at, event.organization_id, event.environment)
 
 
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
