@@ -141,8 +141,9 @@ def cli_json(*argv) -> dict:
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch):
-    """`emissions serve` as a subprocess on a SQLite file with an org, a key, a customer and a factor."""
+def served(request, tmp_path, monkeypatch):
+    """`emissions serve` as a subprocess on a SQLite file with an org, a key, a customer and a factor;
+    without an access log, unless the test asks for one (parametrize "served" with "access-log")."""
     database = tmp_path / "served.sqlite3"
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
     cli_json("org", "create", "--name", "Acme", "--slug", "acme")
@@ -153,7 +154,8 @@ def served(tmp_path, monkeypatch):
     port = free_port()
     process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false"})
+                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60",
+                                    "LOG_REQUESTS": str(getattr(request, "param", None) == "access-log").lower()})
     banner = process.stdout.readline()
     assert banner.startswith(f"Serving on http://127.0.0.1:{port}"), (banner, process.stderr.read())
     yield process, f"http://127.0.0.1:{port}", key, database
@@ -170,6 +172,25 @@ def test_sigterm_stops_the_server_cleanly(served):
     assert process.returncode == 0, err
     assert out.strip() == "Stopped."
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("served", ["access-log"], indirect=True)
+def test_the_served_process_writes_one_access_line_per_request_to_stderr(served):
+    process, url, key, _ = served
+    created = requests.post(url + "/v1/emissions/logistics", json=logistics_body(), timeout=10,
+                            headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "logged"})
+    assert created.status_code == 201, created.text
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)  # the log writer writes what is queued before it stops
+    assert process.returncode == 0, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    line = json.loads(lines[0])
+    key_id = models.ApiKey.get().id  # the fixture's `emissions` commands left models on the served database
+    assert {name: line[name] for name in ("request_id", "method", "path", "status", "key_id")} == {
+        "request_id": created.headers["X-Request-Id"], "method": "POST", "path": "/v1/emissions/logistics",
+        "status": 201, "key_id": key_id}
+    assert set(line) == {"request_id", "method", "path", "status", "latency_ms", "key_id"}
 
 
 def test_sigterm_lets_an_in_flight_request_finish(served):
