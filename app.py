@@ -68,7 +68,7 @@ class Service(bottle.Bottle):
         """Give the request its id, and log one JSON line when it is answered."""
         # A version 4 UUID from the random module: uuid4() reads os.urandom, a system call that
         # hands the GIL to another thread on every request; a request id needs uniqueness, not secrecy.
-        request_id = str(uuid.UUID(int=random.getrandbits(128), version=4))
+        request_id = models.uuid4_text(random.getrandbits(128).to_bytes(16, "big"))
         environ["emissions.request_id"] = request_id
         if not self.settings.log_requests:
             return super().wsgi(environ, start_response)

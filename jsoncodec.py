@@ -18,10 +18,20 @@ def _reject_constant(name: str):
     raise InvalidJson(f"{name} is not valid JSON")
 
 
+# One decoder for every call: json.loads() given these options builds a new decoder and scanner each
+# time. Shared across threads the way json's own default decoder is.
+_decoder = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant)
+
+
 def loads(raw: bytes | str):
     """Parse JSON, every number as Decimal; NaN and Infinity are refused."""
     try:
-        return json.loads(raw, parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant)
+        # What json.loads() does before decoding: bytes in whichever UTF the text is, a str without a BOM.
+        if isinstance(raw, (bytes, bytearray)):
+            raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+        elif raw.startswith("\ufeff"):
+            raise InvalidJson("Unexpected UTF-8 BOM (decode using utf-8-sig)")
+        return _decoder.decode(raw)
     except InvalidJson:
         raise
     except (ValueError, RecursionError, ArithmeticError) as exc:
