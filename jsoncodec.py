@@ -29,6 +29,8 @@ def loads(raw: bytes | str):
         # What json.loads() does before decoding: bytes in whichever UTF the text is, a str without a BOM.
         if isinstance(raw, (bytes, bytearray)):
             raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+        elif not isinstance(raw, str):
+            raise TypeError(f"the JSON object must be str, bytes or bytearray, not {type(raw).__name__}")
         elif raw.startswith("\ufeff"):
             raise InvalidJson("Unexpected UTF-8 BOM (decode using utf-8-sig)")
         return _decoder.decode(raw)

@@ -207,8 +207,14 @@ class WalCheckpointer:
 
 
 # Peewee's own translation of driver errors (sqlite3.IntegrityError -> peewee.IntegrityError, and
-# so on), which its execute_sql applies to each statement.
+# so on), which its execute_sql applies to each statement. It goes by class name, so it is applied
+# to the drivers' own errors only.
 DRIVER_ERRORS = getattr(pw, "__exception_wrapper__")
+try:
+    import psycopg2
+    DRIVER_ERROR_TYPES: tuple = (sqlite3.Error, psycopg2.Error)
+except ImportError:  # SQLite only
+    DRIVER_ERROR_TYPES = (sqlite3.Error,)
 
 
 class WriteTransaction:
@@ -218,7 +224,8 @@ class WriteTransaction:
     What db.atomic() does for a hot path's few hand-written writes, without Peewee's bookkeeping
     around every statement: the bound database's own begin() (on SQLite the writer queue and
     BEGIN IMMEDIATE), commit() and rollback(), and driver errors raised as Peewee's, as
-    execute_sql raises them. Not for use inside another transaction.
+    execute_sql raises them. It is on Peewee's stack of transactions while open, so a db.atomic()
+    inside it is a savepoint of it. Not for use inside another transaction.
     """
 
     __slots__ = ("database",)
@@ -228,19 +235,29 @@ class WriteTransaction:
         if database.in_transaction():
             raise RuntimeError("WriteTransaction cannot run inside another transaction")
         database.begin()
-        return database.cursor()
+        database.push_transaction(self)
+        try:
+            return database.cursor()
+        except BaseException:
+            self._end(database.rollback)
+            raise
 
     def __exit__(self, exc_type, exc, traceback):
         if exc_type is None:
             try:
-                self.database.commit()  # raises Peewee's errors itself
+                self._end(self.database.commit)  # raises Peewee's errors itself
             except BaseException:
                 self.database.rollback()
                 raise
             return False
-        self.database.rollback()
-        DRIVER_ERRORS.__exit__(exc_type, exc, traceback)  # raises Peewee's error for a driver's
+        self._end(self.database.rollback)
+        if issubclass(exc_type, DRIVER_ERROR_TYPES):
+            DRIVER_ERRORS.__exit__(exc_type, exc, traceback)  # raises Peewee's error instead
         return False  # any other error goes on as it is
+
+    def _end(self, finish) -> None:
+        self.database.pop_transaction()
+        finish()
 
 
 def open_database(url: str) -> pw.Database:

@@ -278,6 +278,9 @@ def main() -> int:
     parser.add_argument("--log-requests", choices=("true", "false"), default="true",
                         help="LOG_REQUESTS of the service (the access log goes to a file)")
     args = parser.parse_args()
+    if not args.no_pin and args.server_cpu not in os.sched_getaffinity(0):
+        parser.error(f"--server-cpu {args.server_cpu} is not one of this process's CPUs "
+                     f"{sorted(os.sched_getaffinity(0))}")
     wrk = ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="emissions-bench-"))
     database_url = f"sqlite:///{workdir / 'bench.sqlite3'}"

@@ -369,6 +369,37 @@ def test_a_driver_integrity_error_in_a_write_transaction_is_peewees_and_rolls_it
 
 
 @pytest.mark.on_both
+def test_an_atomic_block_inside_a_write_transaction_is_part_of_it(app):
+    # A savepoint of the write transaction, so the outer rollback undoes it too (a transaction of
+    # its own would have committed the outer insert on PostgreSQL and waited on its own writer
+    # lock on SQLite).
+    with pytest.raises(Abandoned):
+        with models.WriteTransaction() as cursor:
+            insert_secret(cursor, "outer")
+            with models.db.atomic():
+                models.InstanceSecret.create(name="inner", value="v")
+            raise Abandoned("changed my mind")
+    assert not {"outer", "inner"} & stored_names()
+    assert_the_database_takes_writes_again()
+
+
+class OperationalError(Exception):
+    """Not a driver's error, though it has the name of one."""
+
+
+@pytest.mark.on_both
+def test_an_error_that_is_not_the_drivers_leaves_a_write_transaction_as_it_is(app):
+    raised = OperationalError("the service's own")
+    with pytest.raises(OperationalError) as caught:
+        with models.WriteTransaction() as cursor:
+            insert_secret(cursor, "abandoned")
+            raise raised
+    assert caught.value is raised  # not turned into peewee.OperationalError
+    assert "abandoned" not in stored_names()
+    assert_the_database_takes_writes_again()
+
+
+@pytest.mark.on_both
 def test_a_write_transaction_refuses_to_run_inside_another_transaction(app):
     with models.db.atomic():
         with pytest.raises(RuntimeError, match="inside another transaction"):
@@ -409,3 +440,9 @@ def test_a_calculation_over_the_capacity_rolls_back_its_insert_and_leaves_nothin
     after = left_behind(acme.customer)
     assert after == before
     assert len(after[0]) == 1 and len(after[1]) == 1 and len(after[2]) == 1  # the first one's, all there
+
+
+@pytest.mark.parametrize("value", [None, 12, memoryview(b"{}")])
+def test_parsing_what_is_neither_text_nor_bytes_is_a_type_error_as_json_loads_makes_it(value):
+    with pytest.raises(TypeError, match="must be str, bytes or bytearray"):
+        jsoncodec.loads(value)
