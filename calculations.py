@@ -60,7 +60,7 @@ def _canonical_request(payload: dict) -> str | None:
     shape (a third of the cost); None for a payload of any other shape.
 
     Every calculation stores the digest of this text, so it must stay canonical()'s to the byte:
-    tests/test_calculations.py compares the two over the validation matrix's bodies. A value of a
+    tests/test_hot_path.py compares the two over 397 bodies written every way. A value of a
     type the shape does not have (an int where parsing gives a Decimal) raises rather than differs.
     """
     cargo, distance = payload["cargo"], payload["distance"]
