@@ -116,8 +116,8 @@ def new_event(organization_id: int, environment: str, event_type: str, data_json
     created_at = created_at or utcnow()
     # Written out rather than through jsoncodec.dumps of a dict: every calculation makes one. The
     # id is hex and dashes and the moment is isoformat()'s digits: neither needs escaping.
-    payload = (f'{{"id":"{event_id}","type":{jsoncodec.dumps(event_type)},"created_at":"{isoformat(created_at)}",'
-               f'"environment":{jsoncodec.dumps(environment)},"data":{data_json}}}')
+    payload = (f'{{"id":"{event_id}","type":{jsoncodec.string(event_type)},"created_at":"{isoformat(created_at)}",'
+               f'"environment":{jsoncodec.string(environment)},"data":{data_json}}}')
     return NewEvent(event_id, organization_id, environment, event_type, payload, created_at)
 
 
