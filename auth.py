@@ -18,7 +18,7 @@ from models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
 BASE62 = string.digits + string.ascii_letters
 KEY_RANDOM_LENGTH = 40  # base62 characters, about 238 bits
 KEY_PREFIXES = {"test": "service_test_", "live": "service_live_"}
-KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,200}$")
+KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,200}\Z")
 
 
 def random_base62(length: int) -> str:

@@ -40,9 +40,16 @@ def _max_decimal_places(validator, limit: int, instance, schema):
         yield jsonschema.ValidationError(f"has more than {limit} decimal places")
 
 
-# Draft 2020-12 plus the document's own x-maxDecimalPlaces keyword.
+def _pattern(validator, pattern: str, instance, schema):
+    """jsonschema's `pattern`, with the pattern read as ECMA-262 reads it (compiled.ecma_regex)."""
+    if validator.is_type(instance, "string") and not compiled.ecma_regex(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# Draft 2020-12 with `pattern` read as JSON Schema specifies (ECMA-262: `$` is the end of the text,
+# not also the place before a final newline), plus the document's own x-maxDecimalPlaces keyword.
 RequestValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, {"x-maxDecimalPlaces": _max_decimal_places})
+    jsonschema.Draft202012Validator, {"pattern": _pattern, "x-maxDecimalPlaces": _max_decimal_places})
 
 
 @lru_cache(maxsize=None)
@@ -57,7 +64,7 @@ def validator(component: str) -> jsonschema.Draft202012Validator:
 @lru_cache(maxsize=None)
 def path_parameter_pattern(name: str) -> re.Pattern:
     """The compiled pattern of a shared path parameter, e.g. customerReference."""
-    return re.compile(openapi()["components"]["parameters"][name]["schema"]["pattern"])
+    return compiled.ecma_regex(openapi()["components"]["parameters"][name]["schema"]["pattern"])
 
 
 TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"  # text the databases can store: no NUL, no lone surrogate

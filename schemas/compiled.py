@@ -14,6 +14,7 @@ strict costs time, never a different answer; tests/test_validation_check.py comp
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import re
 from typing import Callable
@@ -28,6 +29,32 @@ UNSUPPORTED = ("$id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef
 
 class Uncompilable(Exception):
     """The schema uses something compile_check does not reproduce exactly."""
+
+
+@functools.lru_cache(maxsize=None)
+def ecma_regex(pattern: str) -> re.Pattern:
+    r"""A JSON Schema `pattern` compiled to mean what ECMA-262 means by it, as JSON Schema specifies.
+
+    Python's `$` also matches before a final newline (`^abc$` finds "abc\n"); ECMA-262's `$` is the
+    end of the text. So every `$` outside a character class and not escaped becomes `\Z`. The
+    document's patterns use nothing else whose meaning differs between the two (no `.`, `\d`, `\w`,
+    `\s`, `\b` or flags).
+    """
+    out, escaped, in_class = [], False, False
+    for character in pattern:
+        if escaped:
+            escaped = False
+        elif character == "\\":
+            escaped = True
+        elif in_class:
+            in_class = character != "]"
+        elif character == "[":
+            in_class = True
+        elif character == "$":
+            out.append("\\Z")
+            continue
+        out.append(character)
+    return re.compile("".join(out))
 
 
 def _always(instance) -> bool:
@@ -124,7 +151,7 @@ class _Compiler:
                 return lambda instance: not isinstance(instance, str) or len(instance) >= value
             return lambda instance: not isinstance(instance, str) or len(instance) <= value
         if keyword == "pattern" and isinstance(value, str):
-            search = re.compile(value).search  # jsonschema uses re.search(pattern, instance)
+            search = ecma_regex(value).search  # the document's validator: re.search(ecma_regex(pattern), ...)
             return lambda instance: not isinstance(instance, str) or search(instance) is not None
         if keyword == "format" and isinstance(value, str):
             checker = self.validator.format_checker
@@ -169,7 +196,7 @@ class _Compiler:
         if options is not None and not (isinstance(options, list) and all(isinstance(o, str) for o in options)):
             return None
         shortest, longest = keywords.get("minLength", 0), keywords.get("maxLength")
-        search = re.compile(keywords["pattern"]).search if isinstance(keywords.get("pattern"), str) else None
+        search = ecma_regex(keywords["pattern"]).search if isinstance(keywords.get("pattern"), str) else None
         if "pattern" in keywords and search is None:
             return None
         allowed = frozenset(options) if options is not None else None

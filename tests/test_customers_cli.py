@@ -99,6 +99,11 @@ def test_customer_create_applies_the_same_rules(run, acme):
     status, _, err = run("customer", "create", "--org", "acme", "--env", "test", "--reference=-bad",
                          "--name", "Bad")
     assert status == 1 and "reference must start with a letter or digit" in one_line(err)
+    # A final newline breaks the pattern too (Python's `$` alone would let it through, and the
+    # customer could then be charged but never read back by its path).
+    status, _, err = run("customer", "create", "--org", "acme", "--env", "test", "--reference", "new-1\n",
+                         "--name", "Newline")
+    assert status == 1 and "reference" in one_line(err)
     assert references(acme.org) == ["cust-1"]
 
 

@@ -120,3 +120,31 @@ def test_an_invalid_body_still_gets_jsonschema_details():
     body = logistics_body(mode="BIKE")
     assert schemas.validation_details("LogisticsRequest", body) == [
         {"field": "mode", "message": "must be one of ROAD, SEA, AIR"}]
+
+
+@pytest.mark.parametrize("pattern, text, matches", [
+    ("^[a-z]+$", "abc", True),
+    ("^[a-z]+$", "abc\n", False),  # Python's `$` alone would match before the final newline
+    ("^[a-z]+$", "ab\nc", False),
+    ("^a[$]$", "a$", True),        # a `$` in a class is the character
+    ("^a\\$$", "a$", True),        # so is an escaped one
+    ("^a\\$$", "a$\n", False),
+])
+def test_patterns_are_read_as_ecma_262_reads_them_by_both_validators(pattern, text, matches):
+    """JSON Schema's `pattern` is ECMA-262, where `$` is the end of the text: jsonschema, as the
+    document's validator runs it, and the compiled check agree with that and with each other."""
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schema = {"type": "string", "pattern": pattern}
+    resource = Resource.from_contents(schema, default_specification=schemas.DRAFT202012)
+    registry = Registry().with_resource("urn:probe", resource)
+    validator = schemas.RequestValidator({"$ref": "urn:probe"}, registry=registry)
+    assert validator.is_valid(text) is matches
+    assert compiled.compile_check(validator, registry.resolver())(text) is matches
+    assert (compiled.ecma_regex(pattern).search(text) is not None) is matches
+
+
+def test_the_path_reference_pattern_refuses_a_final_newline():
+    assert schemas.path_parameter_pattern("customerReference").search("acct-42") is not None
+    assert schemas.path_parameter_pattern("customerReference").search("acct-42\n") is None
