@@ -26,7 +26,7 @@ from limits import RateLimiter
 MAX_BODY_BYTES = 64 * 1024
 MAX_IDEMPOTENCY_KEY = 200
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
-UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 JSON_TYPE = "application/json"
 SECURITY_HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"))
 
@@ -66,6 +66,9 @@ class Service(bottle.Bottle):
 
     def wsgi(self, environ, start_response):
         """Give the request its id, and log one JSON line when it is answered."""
+        path = environ.get("PATH_INFO", "")
+        if not path.isascii() or CONTROL_CHARACTERS.search(path):
+            environ["PATH_INFO"] = routable_path(path)
         # A version 4 UUID from the random module: uuid4() reads os.urandom, a system call that
         # hands the GIL to another thread on every request; a request id needs uniqueness, not secrecy.
         request_id = models.uuid4_text(random.getrandbits(128).to_bytes(16, "big"))
@@ -88,6 +91,19 @@ class Service(bottle.Bottle):
             f' "latency_ms": {round((time.perf_counter() - started) * 1000, 3)!r},'
             f' "key_id": {_json_text(environ.get("emissions.key_id"))}}}')
         return result
+
+
+def routable_path(path: str) -> str:
+    """PATH_INFO with what no identifier can hold made visible to the routes, as U+FFFD.
+
+    Bottle decodes the path as UTF-8 dropping what is not ("a%FFb" would route as "ab", another
+    customer's reference), and its route patterns end in `$`, which Python also matches before a
+    final newline. Replacing both invalid UTF-8 and control characters with U+FFFD, which breaks
+    every reference and id pattern, makes such a path the tenant-safe 404 its route gives for an
+    identifier that breaks its pattern (decisions, section 1), and never an alias of another path.
+    """
+    text = path.encode("latin-1", "replace").decode("utf-8", "replace")  # WSGI: the bytes as latin-1
+    return CONTROL_CHARACTERS.sub("\ufffd", text).encode("utf-8").decode("latin-1")
 
 
 def _json_text(value: str | None) -> str:

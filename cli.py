@@ -384,8 +384,8 @@ def cmd_webhook_show(args, config):
 
 
 def cmd_webhook_deliveries(args, config):
-    if args.limit < 1:
-        raise CommandError("--limit must be at least 1")
+    if not 1 <= args.limit <= MAX_DELIVERIES_LISTED:
+        raise CommandError(f"--limit must be at least 1 and at most {MAX_DELIVERIES_LISTED}")
     org_id = organization(args.org).id if args.org else None
     rows = webhooks.recent_deliveries(org_id, args.env, args.limit)
     lines = []
@@ -495,6 +495,24 @@ Try it from another terminal:
 
 # --- the parser ------------------------------------------------------------------------------
 
+def whole_number(minimum: int, maximum: int):
+    """An argparse type: a whole number within [minimum, maximum], or a usage error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be from {minimum} to {maximum}")
+        return value
+    return parse
+
+
+PORT = whole_number(0, 65535)
+VERSION = whole_number(1, 2**31 - 1)  # factor.version is a 32-bit integer column
+MAX_DELIVERIES_LISTED = 10_000
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr like every other error (exit status 2)."""
 
@@ -522,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      ("quickstart", cmd_quickstart, "seed a sandbox, print a test key, serve")):
         sub = command(commands, name, handler, help_text)
         sub.add_argument("--host", default="127.0.0.1")
-        sub.add_argument("--port", type=int, default=8000)
+        sub.add_argument("--port", type=PORT, default=8000)
 
     orgs = group("org", "organizations")
     sub = command(orgs, "create", cmd_org_create, "create an organization")
@@ -612,7 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--draft", action="store_true", help="create without activating")
     sub = command(facts, "activate", cmd_factor_activate, "activate a version")
     sub.add_argument("reference")
-    sub.add_argument("--version", type=int, required=True)
+    sub.add_argument("--version", type=VERSION, required=True)
     sub = command(facts, "retire", cmd_factor_retire, "retire the active version")
     sub.add_argument("reference")
     command(facts, "list", cmd_factor_list, "list factors")

@@ -138,11 +138,19 @@ class EnvelopeErrorTask(ErrorTask):
     def execute(self):
         error = self.request.error
         request_id = str(uuid.uuid4())
-        message = ("The request body is larger than 64 KiB." if error.code == 413
-                   else f"The HTTP request could not be read: {error.reason.lower()}.")
-        body = jsoncodec.dumps({"error": {"code": "INVALID_REQUEST" if error.code < 500 else "INTERNAL_ERROR",
-                                          "message": message, "request_id": request_id}}).encode()
-        self.status = f"{error.code} {error.reason}"
+        status = f"{error.code} {error.reason}"
+        if error.code == 413:
+            message = "The request body is larger than 64 KiB."
+        elif error.code == 501:
+            # Waitress's 501 is only ever a Transfer-Encoding other than chunked: the client's to
+            # change, so a 400 (a 5xx tells clients to retry the same request, here in vain).
+            status, message = "400 Bad Request", ("The Transfer-Encoding is not supported; send the body with "
+                                                  "Content-Length or Transfer-Encoding: chunked.")
+        else:
+            message = f"The HTTP request could not be read: {error.reason.lower()}."
+        code = "INVALID_REQUEST" if int(status[:3]) < 500 else "INTERNAL_ERROR"
+        body = jsoncodec.dumps({"error": {"code": code, "message": message, "request_id": request_id}}).encode()
+        self.status = status
         self.response_headers.extend([("Content-Type", "application/json"), ("X-Request-Id", request_id),
                                       ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])
         self.set_close_on_finish()
@@ -187,6 +195,8 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, lo
         server = create_server(app, host, port, config.serving_threads)
     except OSError as exc:
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # Waitress: a host that is no address ("256.1.1.1")
+        raise ListenError(f"cannot listen on {host}:{port}: {exc}") from None
     scheduler = webhook_scheduler.start(config)
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
 

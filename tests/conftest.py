@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import threading
 from decimal import Decimal
 
@@ -234,6 +235,20 @@ class LiveServer:
         if exc_type is None:  # a failing test's own error comes first
             assert workers_left == 0, f"{workers_left} worker thread(s) still busy 5 s after shutdown"
             assert not self.thread.is_alive(), "the serving thread did not stop"
+
+
+def raw_exchange(server, request: bytes) -> tuple[int, dict, bytes]:
+    """Send raw bytes to the server and read the whole answer (the request asks to close)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+    return int(status_line.split()[1]), headers, body
 
 
 @pytest.fixture

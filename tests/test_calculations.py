@@ -11,7 +11,7 @@ import pytest
 
 import factors
 import models
-from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
+from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation, raw_exchange
 
 URL = "/v1/emissions/logistics"
 
@@ -291,6 +291,17 @@ def test_get_returns_the_body_of_the_201_exactly(client, acme):
     assert read.body == created.body
     assert read.headers["X-Request-Id"] != created.headers["X-Request-Id"]
     assert "Idempotent-Replayed" not in read.headers
+
+
+@pytest.mark.parametrize("spoiled", [b"%FF{id}", b"{id}%FF", b"{id}%0A", b"{id}%0A%0A"],
+                         ids=["invalid byte first", "invalid byte last", "final newline", "two newlines"])
+def test_an_id_with_invalid_utf8_or_a_newline_is_not_an_alias_of_the_calculation(client, acme, live_server, spoiled):
+    created = post_calculation(client, acme, status=201)
+    path = b"/v1/calculations/" + spoiled.replace(b"{id}", created.json["id"].encode())
+    status, _, body = raw_exchange(live_server, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                                b"Authorization: Bearer " + acme.key.encode() + b"\r\n\r\n")
+    assert status == 404, body
+    assert json.loads(body)["error"]["message"] == "No calculation with this id exists."
 
 
 @pytest.mark.on_both

@@ -306,7 +306,7 @@ def test_factor_activate_and_retire_refuse_what_does_not_exist(ok, fails, acme):
     assert "no factor nothing" in fails("factor", "activate", "nothing", "--version", "1")
     ok("factor", "retire", "road-default")
     assert "no active version" in fails("factor", "retire", "road-default")
-    assert "invalid int" in fails("factor", "activate", "road-default", "--version", "one", status=2)
+    assert "is not a whole number" in fails("factor", "activate", "road-default", "--version", "one", status=2)
 
 
 def test_arguments_that_are_not_utf8_text_are_refused(fails, acme):
@@ -421,3 +421,19 @@ def test_serve_on_a_port_in_use_is_one_line_on_stderr(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"emissions: cannot listen on 127.0.0.1:{port}: "
                                                   "Address already in use"]
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["serve", "--port", "-1"], 2, "argument --port: must be from 0 to 65535"),
+    (["serve", "--port", "65536"], 2, "argument --port: must be from 0 to 65535"),  # not port 0 again
+    (["quickstart", "--port", "99999"], 2, "argument --port: must be from 0 to 65535"),
+    (["serve", "--host", "256.1.1.1", "--port", "0"], 1, "cannot listen on 256.1.1.1:0"),
+    (["factor", "activate", "x", "--version", "99999999999999999999"], 2,
+     "argument --version: must be from 1 to 2147483647"),
+    (["factor", "activate", "x", "--version", "two"], 2, "argument --version: 'two' is not a whole number"),
+    (["webhook", "deliveries", "--limit", "99999999999999999999"], 1,
+     "--limit must be at least 1 and at most 10000"),
+], ids=["negative port", "port past 65535", "quickstart port past 65535", "host that is no address",
+        "version past the column", "version not a number", "limit past any list"])
+def test_numbers_and_hosts_out_of_range_are_one_line_not_a_traceback(fails, argv, status, message):
+    assert message in fails(*argv, status=status)

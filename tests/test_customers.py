@@ -12,7 +12,7 @@ import customers
 import jsoncodec
 import schemas
 from conftest import (LiveServer, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
-                      post_calculation)
+                      post_calculation, raw_exchange)
 from models import Calculation, CustomerRollup, db
 
 EMPTY_ANALYTICS = {
@@ -117,6 +117,28 @@ def test_a_reference_breaking_the_pattern_or_length_is_customer_not_found(client
     response = get_customer(client, acme.key, path_reference, emissions=emissions, status=404)
     assert not_found_body(response) == {"code": "CUSTOMER_NOT_FOUND",
                                         "message": "No customer with this reference exists."}
+
+
+# Sent as raw bytes to the real server: Bottle decodes a path as UTF-8 dropping invalid bytes, and its
+# route patterns end in `$`, which also matches before a final newline; neither may make a path that
+# breaks the pattern an alias of a valid reference.
+@pytest.mark.parametrize("raw_path, stored_reference", [
+    (b"/v1/customers/acct%FF-42", "acct-42"),
+    (b"/v1/customers/acct-42%FF", "acct-42"),
+    (b"/v1/customers/acct-42%0A", "acct-42"),
+    (b"/v1/customers/acct-42%0A/emissions", "acct-42"),
+    (b"/v1/customers/acct-42/emissions%0A", "acct-42"),
+    (b"/v1/customers/acct%0A42", "acct\n42"),
+    (b"/v1/customers/acct%0A42/emissions", "acct\n42"),
+], ids=["invalid byte inside", "invalid byte at the end", "final newline", "newline before /emissions",
+        "newline after /emissions", "newline inside", "newline inside, emissions"])
+def test_a_path_with_invalid_utf8_or_a_control_character_is_customer_not_found(live_server, acme, raw_path,
+                                                                                stored_reference):
+    make_customer(acme.org, stored_reference)
+    status, _, body = raw_exchange(live_server, b"GET " + raw_path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                                b"Authorization: Bearer " + acme.key.encode() + b"\r\n\r\n")
+    assert status == 404, body
+    assert jsoncodec.loads(body)["error"]["code"] == "CUSTOMER_NOT_FOUND"
 
 
 @pytest.mark.on_both
