@@ -6,6 +6,7 @@ import functools
 import hashlib
 import hmac
 import html
+import re
 import secrets
 from urllib.parse import parse_qs
 
@@ -99,9 +100,18 @@ class Sessions:
                                 leeway=0)
         except jwt.PyJWTError:
             return None
-        if claims["exp"] <= self.clock().timestamp():
+        if not _well_formed(claims) or claims["exp"] <= self.clock().timestamp():
             return None
         return claims
+
+
+def _well_formed(claims: dict) -> bool:
+    """Claims of the shape issue() writes; any other shape is no session, never a crash further on."""
+    sub, org, csrf = claims.get("sub"), claims.get("org"), claims.get("csrf")
+    # type() rather than isinstance(): True is an int too. Ids stay within a 64-bit column.
+    return (type(claims.get("exp")) is int and type(org) is int and 0 < org < 2 ** 63
+            and isinstance(sub, str) and re.fullmatch(r"[1-9][0-9]{0,17}", sub) is not None
+            and isinstance(csrf, str) and re.fullmatch(r"[A-Za-z0-9_-]{16,64}", csrf) is not None)
 
 
 # --- pages ---------------------------------------------------------------------------------------
@@ -137,9 +147,13 @@ def _form() -> dict[str, list[str]]:
         raise WorkspaceError("the form is too large")
     raw = request.environ["wsgi.input"].read(max(0, request.content_length)) if request.content_length > 0 else b""
     try:
-        return parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
+        form = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
     except (UnicodeDecodeError, ValueError):
         raise WorkspaceError("the form could not be read") from None
+    for name, values in form.items():
+        if any("\x00" in value for value in values):  # PostgreSQL refuses NUL in text, even in a WHERE
+            raise WorkspaceError(f"the form field {name[:50]!r} must not contain NUL characters")
+    return form
 
 
 def _field(form: dict, name: str) -> str:
@@ -149,6 +163,16 @@ def _field(form: dict, name: str) -> str:
 def _cookie(token: str, max_age: int) -> str:
     secure = "; Secure" if bottle.request.urlparts.scheme == "https" else ""
     return f"{COOKIE}={token}; Path=/workspace; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+
+
+def _date(text: str) -> dt.date | None:
+    """The date written YYYY-MM-DD, or None."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def _error(message: str) -> str:
@@ -201,7 +225,15 @@ class Workspace:
         self.attempts_by_address = RateLimiter(SIGN_IN_RATE, SIGN_IN_BURST)
 
     def session(self) -> dict | None:
-        return self.sessions.read(bottle.request.get_cookie(COOKIE))
+        """The session's claims while its user exists in its organization and that organization is
+        active (login's own rule, checked on every request so a suspension ends sessions at once)."""
+        session = self.sessions.read(bottle.request.get_cookie(COOKIE))
+        if session is None or not (User.select().join(Organization)
+                                   .where((User.id == int(session["sub"])) & (Organization.id == session["org"])
+                                          & (Organization.status == "active"))
+                                   .exists()):
+            return None
+        return session
 
     def index(self):
         return _redirect("/workspace/keys" if self.session() else "/workspace/login")
@@ -268,16 +300,21 @@ class Workspace:
     @form_post("keys_page")
     def create_key(self, form: dict, session: dict):
         org = Organization.get_by_id(session["org"])
+        name = _field(form, "name")[:200]
+        if any(ord(character) < 32 or 127 <= ord(character) < 160 for character in name):  # as customer names
+            return self.keys_page(error="The key was not created: name must not contain line breaks or other "
+                                        "control characters.", status=400)
         expires_at = None
         if _field(form, "expires_on"):
-            try:
-                day = dt.date.fromisoformat(_field(form, "expires_on"))
-            except ValueError:
-                return self.keys_page(error="The expiry date is not a date.", status=400)
+            # YYYY-MM-DD only: fromisoformat also takes 20260101 and the week form 2026W011.
+            day = _date(_field(form, "expires_on"))
+            if day is None or day <= utcnow().date():
+                return self.keys_page(error="The expiry date must be a date after today, as YYYY-MM-DD.",
+                                      status=400)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         try:
             _, plain = auth.create_key(org, _field(form, "environment"), form.get("scopes", []), self.secret,
-                                       name=_field(form, "name")[:200], expires_at=expires_at)
+                                       name=name, expires_at=expires_at)
         except ValueError as exc:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400)
         return self.keys_page(shown_key=plain, status=201)

@@ -10,7 +10,7 @@ import pytest
 import webhooks
 import workspace
 from conftest import logistics_body, make_customer, make_factor, make_org
-from models import ApiKey, utcnow
+from models import ApiKey, Organization, User, WebhookEndpoint, utcnow
 
 PASSWORD = "correct horse battery"
 
@@ -32,10 +32,11 @@ def csrf_token(page) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
 
 
-def create_key(client, environment="test", scopes=("emissions:calculate", "emissions:read"), status=201):
+def create_key(client, environment="test", scopes=("emissions:calculate", "emissions:read"), status=201,
+               name="ci", **fields):
     page = client.get("/workspace/keys")
-    form = [("csrf", csrf_token(page)), ("name", "ci"), ("environment", environment)]
-    form += [("scopes", scope) for scope in scopes]
+    form = [("csrf", csrf_token(page)), ("name", name), ("environment", environment)]
+    form += [("scopes", scope) for scope in scopes] + list(fields.items())
     return client.post("/workspace/keys", form, status=status)
 
 
@@ -221,3 +222,123 @@ def test_a_bad_or_duplicate_customer_is_refused_with_the_reason(client, acme_use
     client.post("/workspace/customers", {"csrf": "guess", "environment": "test", "reference": "c-9", "name": "N"},
                 status=303)
     assert [c.reference for c in workspace.Customer.select().order_by(workspace.Customer.id)] == ["cust-1"]
+
+
+# --- sessions that must end, and forms that must be refused -----------------------------------
+
+def test_a_session_ends_when_its_organization_is_suspended(client, acme_user):
+    sign_in(client)
+    csrf = csrf_token(client.get("/workspace/keys"))
+    Organization.update(status="suspended").where(Organization.id == acme_user.id).execute()
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    client.post("/workspace/keys", {"csrf": csrf, "environment": "test", "scopes": "emissions:read"}, status=303)
+    client.post("/workspace/customers", {"csrf": csrf, "environment": "test", "reference": "c-9", "name": "N"},
+                status=303)
+    client.post("/workspace/webhooks", {"csrf": csrf, "environment": "test", "action": "set",
+                                        "url": "http://127.0.0.1:9/hook"}, status=303)
+    assert (ApiKey.select().count(), workspace.Customer.select().count(), WebhookEndpoint.select().count()) == (
+        0, 1, 0)
+
+
+def test_a_session_ends_when_its_user_is_deleted(client, acme_user):
+    sign_in(client)
+    csrf = csrf_token(client.get("/workspace/keys"))
+    User.delete().execute()
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    client.post("/workspace/keys", {"csrf": csrf, "environment": "test", "scopes": "emissions:read"}, status=303)
+    assert ApiKey.select().count() == 0
+
+
+def session_claims(**changes) -> dict:
+    """The claims Sessions.issue writes for the acme user, with `changes` (None removes a claim)."""
+    user = User.get()
+    claims = {"sub": str(user.id), "org": user.organization_id, "csrf": "c" * 22,
+              "iat": int(utcnow().timestamp()), "exp": int(utcnow().timestamp()) + 3600, **changes}
+    return {name: value for name, value in claims.items() if value is not None}
+
+
+@pytest.mark.parametrize("changes", [
+    pytest.param({"exp": str(int(utcnow().timestamp()) + 3600)}, id="string-exp"),
+    pytest.param({"exp": utcnow().timestamp() + 3600.5}, id="float-exp"),
+    pytest.param({"org": None}, id="missing-org"),
+    pytest.param({"org": 999}, id="unknown-org"),
+    pytest.param({"org": "1"}, id="string-org"),
+    pytest.param({"org": True}, id="boolean-org"),
+    pytest.param({"org": 2 ** 70}, id="huge-org"),
+    pytest.param({"sub": "abc"}, id="non-numeric-sub"),
+    pytest.param({"sub": "999"}, id="unknown-sub"),
+    pytest.param({"sub": "9" * 30}, id="huge-sub"),
+    pytest.param({"csrf": 123}, id="number-csrf"),
+    pytest.param({"csrf": ["c" * 22]}, id="list-csrf"),
+    pytest.param({"csrf": ""}, id="empty-csrf"),
+    pytest.param({"csrf": None}, id="missing-csrf"),
+])
+def test_a_signed_session_with_malformed_claims_is_signed_out_not_a_crash(client, acme_user, secret, changes):
+    token = jwt.encode(session_claims(**changes), workspace.Sessions(secret).key, algorithm="HS256")
+    client.set_cookie(workspace.COOKIE, token)
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    assert client.get("/workspace", status=303).headers["Location"].endswith("/workspace/login")
+    csrf = changes.get("csrf", "c" * 22)
+    client.post("/workspace/keys", {"csrf": csrf if isinstance(csrf, str) else "", "environment": "test",
+                                    "scopes": "emissions:read"}, status=303)
+    assert ApiKey.select().count() == 0
+
+
+def test_a_signed_session_of_the_shape_issued_is_signed_in(client, acme_user, secret):
+    client.set_cookie(workspace.COOKIE, jwt.encode(session_claims(), workspace.Sessions(secret).key,
+                                                   algorithm="HS256"))
+    assert client.get("/workspace/keys").status_int == 200
+
+
+def test_a_session_naming_another_organization_than_its_users_is_signed_out(client, acme_user, secret):
+    other = make_org("globex")
+    client.set_cookie(workspace.COOKIE, jwt.encode(session_claims(org=other.id), workspace.Sessions(secret).key,
+                                                   algorithm="HS256"))
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("name, message", [
+    pytest.param("ci\x00", "the form field &#x27;name&#x27; must not contain NUL characters", id="nul"),
+    pytest.param("line\nbreak", "name must not contain line breaks or other control characters", id="line-break"),
+    pytest.param("bell\x07", "name must not contain line breaks or other control characters", id="bell"),
+    pytest.param("c1\x85", "name must not contain line breaks or other control characters", id="c1-control"),
+])
+def test_a_key_name_with_control_characters_is_refused(client, acme_user, name, message):
+    sign_in(client)
+    assert message in create_key(client, name=name, status=400).text
+    assert ApiKey.select().count() == 0
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("action", ["rotate", "remove"])
+def test_a_webhook_environment_with_nul_is_refused_not_a_crash(client, acme_user, action):
+    sign_in(client)
+    page = client.get("/workspace/webhooks")
+    refused = client.post("/workspace/webhooks", {"csrf": csrf_token(page), "environment": "te\x00st",
+                                                  "action": action}, status=400)
+    assert "the form field &#x27;environment&#x27; must not contain NUL characters" in refused.text
+
+
+@pytest.mark.on_both
+def test_a_sign_in_with_nul_in_the_email_is_refused_not_a_crash(client, acme_user):
+    refused = sign_in(client, email="ops@acme.example\x00", status=400)
+    assert "the form field &#x27;email&#x27; must not contain NUL characters" in refused.text
+
+
+@pytest.mark.parametrize("expires_on", ["2026W011", "2026-W01-1", "20260101", "2020-01-01", "yesterday", "today"])
+def test_a_key_expiry_must_be_a_future_yyyy_mm_dd_date(client, acme_user, expires_on):
+    today = utcnow().date()
+    expires_on = {"yesterday": (today - dt.timedelta(days=1)).isoformat(),
+                  "today": today.isoformat()}.get(expires_on, expires_on)
+    sign_in(client)
+    page = create_key(client, expires_on=expires_on, status=400)
+    assert "The expiry date must be a date after today, as YYYY-MM-DD." in page.text
+    assert ApiKey.select().count() == 0
+
+
+def test_a_key_expiring_tomorrow_is_created_with_that_expiry(client, acme_user):
+    tomorrow = utcnow().date() + dt.timedelta(days=1)
+    sign_in(client)
+    create_key(client, expires_on=tomorrow.isoformat())
+    assert ApiKey.get().expires_at == dt.datetime.combine(tomorrow, dt.time(), tzinfo=dt.timezone.utc)
