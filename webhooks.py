@@ -223,13 +223,30 @@ def check_public_host(host: str, port: int, resolve=socket.getaddrinfo) -> None:
                 "live endpoints must be public (WEBHOOK_ALLOW_PRIVATE_LIVE=true allows it)")
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64's well-known one and IPv4-compatible.
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# NAT64 for one network (RFC 8215): where the IPv4 address sits depends on that network; never public.
+LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+
+
 def _unmapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
-    if address.version == 6 and address.ipv4_mapped is not None:
+    """The IPv4 address an IPv6 address carries (mapped, 6to4, NAT64, IPv4-compatible), else the address."""
+    if address.version == 4:
+        return address
+    if address.ipv4_mapped is not None:
         return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):  # :: and ::1 are themselves
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
     return address
 
 
 def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address; an IPv6 address carrying an IPv4 one is as public as that."""
+    if address in LOCAL_NAT64:
+        return False
     address = _unmapped(address)
     return address.is_global and not address.is_multicast
 

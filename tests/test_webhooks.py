@@ -126,6 +126,9 @@ DNS = fake_resolver({
     "metadata.example.com": ["169.254.169.254"],
     "v6-loopback.example.com": ["::1"],
     "localhost": ["127.0.0.1", "::1"],
+    "nat64.example.com": ["64:ff9b::5db8:d822"],
+    "nat64-metadata.example.com": ["64:ff9b::a9fe:a9fe"],
+    "sixtofour-private.example.com": ["2002:c0a8:10a::1"],
 })
 
 
@@ -163,6 +166,57 @@ def test_live_endpoint_accepts_public_https_urls(url):
 def test_live_endpoint_refuses_unsafe_or_malformed_urls(url, message):
     with pytest.raises(webhooks.WebhookError, match=message):
         webhooks.validate_url(url, "live", resolve=DNS)
+
+
+@pytest.mark.parametrize("url", [
+    "https://[64:ff9b::5db8:d822]/hooks",  # NAT64 of 93.184.216.34
+    "https://nat64.example.com/hooks",
+    "https://[2002:5db8:d822::1]/hooks",  # 6to4 of 93.184.216.34
+])
+def test_live_endpoint_accepts_ipv6_carrying_a_public_ipv4_address(url):
+    assert webhooks.validate_url(url, "live", resolve=DNS) == url
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("https://[::127.0.0.1]/hooks", "127.0.0.1"),  # IPv4-compatible
+    ("https://[::10.0.0.1]/hooks", "10.0.0.1"),
+    ("https://[64:ff9b::7f00:1]/hooks", "127.0.0.1"),  # NAT64, well-known prefix
+    ("https://[64:ff9b::c0a8:10a]/hooks", "192.168.1.10"),
+    ("https://nat64-metadata.example.com/latest", "169.254.169.254"),
+    ("https://[64:ff9b:1::5db8:d822]/hooks", "64:ff9b:1::5db8:d822"),  # NAT64 for one network only
+    ("https://[2002:7f00:1::]/hooks", "127.0.0.1"),  # 6to4
+    ("https://[2002:a9fe:a9fe::1]/hooks", "169.254.169.254"),
+    ("https://sixtofour-private.example.com/", "192.168.1.10"),
+])
+def test_live_endpoint_refuses_ipv6_carrying_a_private_ipv4_address(url, shown):
+    with pytest.raises(webhooks.WebhookError, match=re.escape(f"link-local address ({shown})")):
+        webhooks.validate_url(url, "live", resolve=DNS)
+
+
+class PeerSocket:
+    """A connected socket as far as the peer check reads it."""
+
+    def __init__(self, address: str):
+        self.address = address
+
+    def getpeername(self):
+        return (self.address, 443, 0, 0)
+
+
+@pytest.mark.parametrize("peer", ["::127.0.0.1", "64:ff9b::7f00:1", "64:ff9b:1::5db8:d822", "2002:7f00:1::"])
+def test_a_live_attempt_refuses_a_connection_to_ipv6_carrying_a_private_ipv4_address(peer):
+    with pytest.raises(webhooks.WebhookError, match="the connection reached a loopback"):
+        webhooks._Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
+
+
+def test_a_live_delivery_to_a_name_now_resolving_to_nat64_loopback_is_refused(config):
+    worker = webhooks.Deliverer(config.with_(webhook_timeout_seconds=0.5), resolve=fake_resolver(
+        {"hooks.example.com": ["64:ff9b::7f00:1"]}))
+    claim = webhooks.Claim("event-1", 1, "live", "{}", 0, "token", "https://hooks.example.com/hooks", "whsec_x")
+    result = worker.send(claim)
+    worker.close()
+    assert result.status_code is None
+    assert result.error.startswith("refused: the host hooks.example.com resolves to") and "(127.0.0.1)" in result.error
 
 
 def test_live_endpoint_may_be_private_when_the_operator_allows_it():
