@@ -301,7 +301,7 @@ class Workspace:
     def create_key(self, form: dict, session: dict):
         org = Organization.get_by_id(session["org"])
         name = _field(form, "name")[:200]
-        if any(ord(character) < 32 or 127 <= ord(character) < 160 for character in name):  # as customer names
+        if customers.has_control_character(name):  # the rule for customer names
             return self.keys_page(error="The key was not created: name must not contain line breaks or other "
                                         "control characters.", status=400)
         expires_at = None
