@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -28,23 +27,16 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=3, help="seconds measured per server and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the three servers")
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
-    parser.add_argument("--server-cpu", type=int, default=max(os.sched_getaffinity(0)),
-                        help="the CPU every server is pinned to; wrk runs on the others (default: the last)")
+    run.add_pin_arguments(parser)
     args = parser.parse_args()
-    if args.server_cpu not in os.sched_getaffinity(0):
-        parser.error(f"--server-cpu {args.server_cpu} is not one of this process's CPUs "
-                     f"{sorted(os.sched_getaffinity(0))}")
+    run.check_pin_arguments(parser, args)
     wrk = run.ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="emissions-ceiling-"))
     database = workdir / "bench.sqlite3"
     threads = config.default_threads("sqlite://")
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "RATE_LIMIT_PER_SECOND": "0",
-           "LOG_REQUESTS": "true", "THREADS": str(threads)}
-    env.pop("SECRET_KEY", None)
+    env = run.service_env(f"sqlite:///{database}", threads)
     key = run.seed(env)
-    cpus = {args.server_cpu} if len(os.sched_getaffinity(0)) > 1 else None
-    if cpus:
-        os.sched_setaffinity(0, os.sched_getaffinity(0) - cpus)  # wrk inherits it
+    cpus = run.pin_servers(args)
     servers = {
         "bare_post": run.start([sys.executable, str(run.HERE / "bare_app.py"), "--threads", str(threads)],
                                env, workdir / "bare.log", cpus) + ("/bare",),
@@ -78,8 +70,8 @@ def main() -> int:
 
     results = {name: run.combine(runs) for name, runs in rounds.items()}
     bare_rate = results["bare_post"]["requests_per_second"]
-    print(f"fresh POSTs, {args.connections} connections, servers on CPU {args.server_cpu}, "
-          f"{args.rounds} rounds of {args.duration} s:")
+    placement = f"servers on CPU {args.server_cpu}" if cpus else "servers and wrk on any CPU"
+    print(f"fresh POSTs, {args.connections} connections, {placement}, {args.rounds} rounds of {args.duration} s:")
     for name, result in results.items():
         print(f"  {name:20} {result['requests_per_second']:8.1f} req/s  "
               f"{result['requests_per_second'] / bare_rate:.2f}x bare_post  p99 {result['p99_ms']:6.2f} ms  "

@@ -137,6 +137,36 @@ def seed(env: dict) -> str:
     return cli(env, "key", "create", "--org", "bench", "--env", "test", "--scopes", scopes)["key"]
 
 
+def service_env(database_url: str, threads: int, log_requests: str = "true") -> dict:
+    """The environment every benchmarked server runs in: no rate limit, the installation's own secret."""
+    env = {**os.environ, "DATABASE_URL": database_url, "RATE_LIMIT_PER_SECOND": "0", "LOG_REQUESTS": log_requests,
+           "THREADS": str(threads)}
+    env.pop("SECRET_KEY", None)
+    return env
+
+
+def add_pin_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server-cpu", type=int, default=max(os.sched_getaffinity(0)),
+                        help="the CPU every server is pinned to; wrk runs on the others (default: the last)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="let the servers and wrk run on any CPU (see README, Performance)")
+
+
+def check_pin_arguments(parser: argparse.ArgumentParser, args) -> None:
+    if not args.no_pin and args.server_cpu not in os.sched_getaffinity(0):
+        parser.error(f"--server-cpu {args.server_cpu} is not one of this process's CPUs "
+                     f"{sorted(os.sched_getaffinity(0))}")
+
+
+def pin_servers(args) -> set[int] | None:
+    """The CPUs the servers get (None: any), after moving this process, and so wrk, off them."""
+    if args.no_pin or len(os.sched_getaffinity(0)) < 2:
+        return None
+    server_cpus = {args.server_cpu}
+    os.sched_setaffinity(0, os.sched_getaffinity(0) - server_cpus)  # wrk inherits it
+    return server_cpus
+
+
 def start(command: list[str], env: dict, log_path: Path, cpus: set[int] | None = None) -> tuple[subprocess.Popen, str]:
     """Start a server that prints 'Serving on http://host:port' and return it with its URL."""
     log = open(log_path, "wb")
@@ -270,29 +300,20 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
     parser.add_argument("--threads", type=int, default=None,
                         help="Waitress threads of both servers (default: the service's own default on SQLite)")
-    parser.add_argument("--server-cpu", type=int, default=max(os.sched_getaffinity(0)),
-                        help="the CPU every server is pinned to; wrk runs on the others (default: the last)")
-    parser.add_argument("--no-pin", action="store_true",
-                        help="let the servers and wrk run on any CPU (see README, Performance)")
+    add_pin_arguments(parser)
     parser.add_argument("--wrk-threads", type=int, default=1, help="wrk's own threads")
     parser.add_argument("--log-requests", choices=("true", "false"), default="true",
                         help="LOG_REQUESTS of the service (the access log goes to a file)")
     args = parser.parse_args()
-    if not args.no_pin and args.server_cpu not in os.sched_getaffinity(0):
-        parser.error(f"--server-cpu {args.server_cpu} is not one of this process's CPUs "
-                     f"{sorted(os.sched_getaffinity(0))}")
+    check_pin_arguments(parser, args)
     wrk = ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="emissions-bench-"))
     database_url = f"sqlite:///{workdir / 'bench.sqlite3'}"
     threads = args.threads or config.default_threads(database_url)
-    env = {**os.environ, "DATABASE_URL": database_url,
-           "RATE_LIMIT_PER_SECOND": "0", "LOG_REQUESTS": args.log_requests, "THREADS": str(threads)}
-    env.pop("SECRET_KEY", None)
+    env = service_env(database_url, threads, args.log_requests)
     key = seed(env)
 
-    server_cpus = None if args.no_pin or len(os.sched_getaffinity(0)) < 2 else {args.server_cpu}
-    if server_cpus:
-        os.sched_setaffinity(0, os.sched_getaffinity(0) - server_cpus)  # wrk inherits it
+    server_cpus = pin_servers(args)
     service, service_url = start([str(BIN / "emissions"), "serve", "--port", "0"], env, workdir / "service.log",
                                  server_cpus)
     # A second instance on the same file that remembers no calculation (CALCULATION_CACHE_SIZE=0):
