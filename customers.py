@@ -210,16 +210,10 @@ def import_customers(organization: Organization, environment: str, stream: TextI
 
 # --- the rollup, written with every calculation -------------------------------------------------
 
-def add_to_rollup(customer_id: int, environment: str, mode: str, business_context: str,
-                  activity: Decimal, emissions: Decimal, activity_date: dt.date) -> None:
-    """Add one calculation to its rollup row; call inside the calculation's transaction."""
-    db.execute_sql(*rollup_statement(customer_id, environment, mode, business_context, activity, emissions,
-                                     activity_date))
-
-
 def rollup_statement(customer_id: int, environment: str, mode: str, business_context: str,
                      activity: Decimal, emissions: Decimal, activity_date: dt.date) -> tuple[str, tuple]:
-    """The statement that adds one calculation to its rollup row, with its parameters."""
+    """The statement that adds one calculation to its rollup row, with its parameters; run it
+    inside the calculation's transaction."""
     # One atomic upsert, so concurrent writers cannot lose an update. PostgreSQL sums NUMERIC;
     # SQLite keeps decimals as text and sums them with models.decimal_add (exact, same context).
     return sql(ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (

@@ -8,7 +8,7 @@ import threading
 import time
 
 from errors import LimitReached
-from models import Organization, UsageCounter, db, sql, utcnow
+from models import Organization, UsageCounter, sql, utcnow
 
 
 class TokenBucket:
@@ -85,16 +85,10 @@ def capacity_for(organization: Organization, environment: str, test_default: int
     return organization.test_capacity if organization.test_capacity is not None else test_default
 
 
-def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
-    """Count one billable calculation, or raise USAGE_LIMIT_REACHED; call inside the write transaction."""
-    now = now or utcnow()
-    check_consumed(db.execute_sql(*consume_statement(organization_id, environment, test_default, now)).rowcount, now)
-
-
 def consume_statement(organization_id: int, environment: str, test_default: int,
                       now: dt.datetime) -> tuple[str, tuple]:
-    """The statement that counts one billable calculation, with its parameters; its row count goes
-    to check_consumed() (consume() does both)."""
+    """The statement that counts one billable calculation, with its parameters; run it inside the
+    write transaction and give its row count to check_consumed()."""
     if environment == "live":
         statement, capacity_params = CONSUME_LIVE, (organization_id,)
     else:

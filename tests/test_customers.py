@@ -403,8 +403,8 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
         try:
             for index in indexes:
                 with db.atomic():
-                    customers.add_to_rollup(acme.customer.id, "test", "ROAD", "upstream", amounts[index],
-                                            amounts[index] * 2, days[index])
+                    db.execute_sql(*customers.rollup_statement(acme.customer.id, "test", "ROAD", "upstream",
+                                                               amounts[index], amounts[index] * 2, days[index]))
         except Exception as exc:  # reported below, with the thread's failure
             errors.append(exc)
         finally:

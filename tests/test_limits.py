@@ -345,10 +345,17 @@ def test_the_test_environment_has_the_sandbox_default_and_live_is_unlimited(app,
     assert (usage_count(acme.org, "test"), usage_count(acme.org, "live")) == (2, 5)
 
 
+def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
+    """The usage counting a calculation's transaction does, on its own."""
+    now = now or models.utcnow()
+    statement, params = limits.consume_statement(organization_id, environment, test_default, now)
+    limits.check_consumed(models.db.execute_sql(statement, params).rowcount, now)
+
+
 def test_live_unlimited_by_default_in_the_domain_function(app, acme):
     for _ in range(100):
         with models.db.atomic():
-            limits.consume(acme.org.id, "live", test_default=0)
+            consume(acme.org.id, "live", test_default=0)
     assert usage_count(acme.org, "live") == 100
 
 
@@ -500,7 +507,7 @@ def test_usage_prints_the_period_usage_and_capacity_per_environment(run_cli, cli
 
 def test_usage_defaults_to_the_current_utc_month(run_cli, acme, monkeypatch):
     monkeypatch.setattr(limits, "utcnow", lambda: dt.datetime(2027, 1, 1, 0, 0, 1, tzinfo=UTC))
-    limits.consume(acme.org.id, "test", 50, now=dt.datetime(2027, 1, 1, 0, 0, 0, tzinfo=UTC))
+    consume(acme.org.id, "test", 50, now=dt.datetime(2027, 1, 1, 0, 0, 0, tzinfo=UTC))
     status, out, _ = run_cli("usage", "--org", "acme", "--json")
     assert status == 0
     assert json.loads(out)["period"] == "2027-01"
