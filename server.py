@@ -12,7 +12,7 @@ import uuid
 
 import waitress
 from waitress.channel import HTTPChannel
-from waitress.task import ErrorTask
+from waitress.task import ErrorTask, WSGITask
 
 import jsoncodec
 import models
@@ -132,7 +132,35 @@ def _configure_logging(queued: bool = False) -> LogWriter | None:
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
 
 
-class EnvelopeErrorTask(ErrorTask):
+class OneSendWrite:
+    """A Waitress task's write() that sends the header and a whole body in one send().
+
+    Waitress hands the header and the body to the channel one after the other, and with its
+    default send_bytes of 1 each is sent at once: two system calls and two TCP segments for every
+    answer, the client woken for a header without its body. Every answer of this service is one
+    piece with its Content-Length, so it goes out in one send (README, "Performance"). Anything
+    else (chunked, a status without a body, more bytes than Content-Length) takes Waitress's own way.
+    """
+
+    def write(self, data):
+        if self.wrote_header or not self.complete or not data:
+            return super().write(data)
+        header = self.build_response_header()
+        self.wrote_header = True
+        room = None if self.content_length is None else self.content_length - self.content_bytes_written
+        if self.has_body and not self.chunked_response and room is not None and len(data) <= room:
+            self.content_bytes_written += len(data)
+            self.channel.write_soon(header + data)
+        else:
+            self.channel.write_soon(header)
+            super().write(data)
+
+
+class OneSendTask(OneSendWrite, WSGITask):
+    """Waitress's WSGI task, answering in one send."""
+
+
+class EnvelopeErrorTask(OneSendWrite, ErrorTask):
     """Waitress's own refusals (malformed HTTP, a body over its limit) in the API's error envelope."""
 
     def execute(self):
@@ -159,6 +187,7 @@ class EnvelopeErrorTask(ErrorTask):
 
 
 class EnvelopeChannel(HTTPChannel):
+    task_class = OneSendTask
     error_task_class = EnvelopeErrorTask
 
 
