@@ -65,7 +65,8 @@ class Service(bottle.Bottle):
         self.recent = calculations.RecentCalculations(config.calculation_cache_size)
 
     def wsgi(self, environ, start_response):
-        """Give the request its id, and log one JSON line when it is answered."""
+        """Give the request its id, add the headers every answer carries, and log one JSON line when
+        it is answered."""
         path = environ.get("PATH_INFO", "")
         if not path.isascii() or CONTROL_CHARACTERS.search(path):
             environ["PATH_INFO"] = routable_path(path)
@@ -73,16 +74,19 @@ class Service(bottle.Bottle):
         # hands the GIL to another thread on every request; a request id needs uniqueness, not secrecy.
         request_id = models.uuid4_text(random.getrandbits(128).to_bytes(16, "big"))
         environ["emissions.request_id"] = request_id
-        if not self.settings.log_requests:
-            return super().wsgi(environ, start_response)
-        started = time.perf_counter()
+        every_answer = (("X-Request-Id", request_id), *SECURITY_HEADERS)
         status_holder = []
 
-        def recording_start_response(status, headers, exc_info=None):
+        # Added here, once, rather than through Bottle's response, which checks each name and value.
+        def finishing_start_response(status, headers, exc_info=None):
             status_holder.append(status)
+            headers.extend(every_answer)
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
-        result = super().wsgi(environ, recording_start_response)
+        if not self.settings.log_requests:
+            return super().wsgi(environ, finishing_start_response)
+        started = time.perf_counter()
+        result = super().wsgi(environ, finishing_start_response)
         status = int(status_holder[0][:3]) if status_holder else None
         # The same JSON as json.dumps of a dict would write, built directly: it runs on every request.
         self.access_line(
@@ -132,13 +136,11 @@ def _request_id() -> str:
 
 
 def _finish(status: int, body: str, headers: dict | None = None) -> str:
-    """Set status and the headers every response carries; return the body."""
+    """Set status, content type and the reply's own headers (Service.wsgi adds those every answer
+    carries); return the body."""
     response = bottle.response
     response.status = status
     response.content_type = JSON_TYPE
-    response.set_header("X-Request-Id", _request_id())
-    for name, value in SECURITY_HEADERS:
-        response.set_header(name, value)
     for name, value in (headers or {}).items():
         response.set_header(name, value)
     return body
