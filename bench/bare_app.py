@@ -3,7 +3,7 @@
 Served with the same Waitress settings as `emissions serve` (thread count, body limit), so the
 ratio of the service to this app is the cost of the service's own work per request. By default on
 stock Waitress, the baseline the targets name; with --one-send it answers in one send as the
-service does (server.OneSendTask), the like-for-like baseline the benchmark also reports.
+service does (server.EnvelopeChannel), the like-for-like baseline the benchmark also reports.
 """
 from __future__ import annotations
 
@@ -56,14 +56,12 @@ def main() -> None:
     server = waitress.create_server(build(), host=args.host, port=args.port, threads=args.threads,
                                     max_request_body_size=1024 * 1024, ident="bare")
     if args.one_send:
-        from waitress.channel import HTTPChannel
-
-        # The service's own task, installed with it; this folder's webhooks.py must not shadow its module.
+        # The service's own channel, installed with it; this folder's webhooks.py must not shadow its module.
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
-        from server import OneSendTask
+        from server import EnvelopeChannel
 
-        server.channel_class = type("OneSendChannel", (HTTPChannel,), {"task_class": OneSendTask})
+        server.channel_class = EnvelopeChannel
     print(f"Serving on http://{args.host}:{server.effective_port} (threads={args.threads})", flush=True)
     try:
         server.run()
