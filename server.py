@@ -18,7 +18,7 @@ import jsoncodec
 import models
 
 import scheduler as webhook_scheduler
-from app import create_app
+from app import SECURITY_HEADERS, create_app
 from config import Config
 
 
@@ -180,7 +180,7 @@ class EnvelopeErrorTask(OneSendWrite, ErrorTask):
         body = jsoncodec.dumps({"error": {"code": code, "message": message, "request_id": request_id}}).encode()
         self.status = status
         self.response_headers.extend([("Content-Type", "application/json"), ("X-Request-Id", request_id),
-                                      ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])
+                                      *SECURITY_HEADERS])
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
