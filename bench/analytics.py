@@ -32,14 +32,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-import auth  # noqa: E402
-import calculations  # noqa: E402
-import customers  # noqa: E402
-import factors  # noqa: E402
-import jsoncodec  # noqa: E402
-import migrations  # noqa: E402
-import models  # noqa: E402
-from models import Calculation, Customer, Organization  # noqa: E402
+from emissions import auth  # noqa: E402
+from emissions import calculations  # noqa: E402
+from emissions import customers  # noqa: E402
+from emissions import factors  # noqa: E402
+from emissions import jsoncodec  # noqa: E402
+from emissions import migrations  # noqa: E402
+from emissions import models  # noqa: E402
+from emissions.models import Calculation, Customer, Organization  # noqa: E402
 
 RESULTS = HERE / "results"
 GOAL_RATIO = 1.5

@@ -59,7 +59,7 @@ def main() -> None:
         # The service's own channel, installed with it; this folder's webhooks.py must not shadow its module.
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
-        from server import EnvelopeChannel
+        from emissions.server import EnvelopeChannel
 
         server.channel_class = EnvelopeChannel
     print(f"Serving on http://{args.host}:{server.effective_port} (threads={args.threads})", flush=True)

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import config
+from emissions import config
 import run
 
 

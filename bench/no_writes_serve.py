@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-import calculations
-import cli
+from emissions import calculations
+from emissions import cli
 
 
 class NoWrites:

@@ -26,7 +26,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-import config  # the service's own (installed with it), for its default thread count
+from emissions import config  # the service's own (installed with it), for its default thread count
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

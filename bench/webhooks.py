@@ -33,11 +33,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-import auth  # noqa: E402
-import factors  # noqa: E402
-import migrations  # noqa: E402
-import models  # noqa: E402
-import webhooks  # noqa: E402
+from emissions import auth  # noqa: E402
+from emissions import factors  # noqa: E402
+from emissions import migrations  # noqa: E402
+from emissions import models  # noqa: E402
+from emissions import webhooks  # noqa: E402
 
 RESULTS = HERE / "results"
 
@@ -129,7 +129,7 @@ def throughput(database_url: str, org: models.Organization, receiver: Receiver, 
     start = len(receiver.arrivals)
     env = {**os.environ, "DATABASE_URL": database_url}
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "cli", "deliver", "--once", "--json"], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "emissions", "deliver", "--once", "--json"], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=True)
     wall = time.perf_counter() - started
     times = sorted(receiver.arrivals.values())[start:]
@@ -143,7 +143,7 @@ def latency(database_url: str, key: str, receiver: Receiver, calculations: int, 
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "WEBHOOK_POLL_SECONDS": str(poll),
            "LOG_REQUESTS": "false", "RATE_LIMIT_PER_SECOND": "0"}
-    server = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+    server = subprocess.Popen([sys.executable, "-m", "emissions", "serve", "--port", str(port)], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     session = requests.Session()

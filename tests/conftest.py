@@ -12,14 +12,14 @@ import pytest
 from waitress import wasyncore
 from webtest import TestApp
 
-import auth
-import factors
-import migrations
-import models
-from app import create_app
-from config import Config
-from models import Customer, Organization, SCOPES
-from server import create_server
+from emissions import auth
+from emissions import factors
+from emissions import migrations
+from emissions import models
+from emissions.app import create_app
+from emissions.config import Config
+from emissions.models import Customer, Organization, SCOPES
+from emissions.server import create_server
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
 ALL_SCOPES = list(SCOPES)

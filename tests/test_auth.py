@@ -14,12 +14,12 @@ import pytest
 import requests
 from webtest import TestApp
 
-import auth
-import cli
-import models
-from app import create_app
+from emissions import auth
+from emissions import cli
+from emissions import models
+from emissions.app import create_app
 from conftest import ALL_SCOPES, LiveServer, logistics_body, make_customer, make_key, post_calculation
-from models import ApiKey, Organization
+from emissions.models import ApiKey, Organization
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")

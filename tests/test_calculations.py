@@ -9,8 +9,8 @@ from fractions import Fraction
 
 import pytest
 
-import factors
-import models
+from emissions import factors
+from emissions import models
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation, raw_exchange
 
 URL = "/v1/emissions/logistics"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import requests
 
-import cli
-import factors
-import migrations
-import models
+from emissions import cli
+from emissions import factors
+from emissions import migrations
+from emissions import models
 from conftest import LiveServer, auth_headers, logistics_body, make_customer, make_org
 
 EMISSIONS = Path(sys.executable).with_name("emissions")

@@ -8,12 +8,12 @@ from decimal import Decimal
 import pytest
 import requests
 
-import customers
-import jsoncodec
-import schemas
+from emissions import customers
+from emissions import jsoncodec
+from emissions import schemas
 from conftest import (LiveServer, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
                       post_calculation, raw_exchange)
-from models import Calculation, CustomerRollup, db
+from emissions.models import Calculation, CustomerRollup, db
 
 EMPTY_ANALYTICS = {
     "environment": "test",

@@ -9,10 +9,10 @@ from decimal import Decimal
 import peewee as pw
 import pytest
 
-import cli
-import customers
+from emissions import cli
+from emissions import customers
 from conftest import auth_headers, logistics_body, make_customer, make_key, post_calculation
-from models import Customer, CustomerRollup
+from emissions.models import Customer, CustomerRollup
 
 
 @pytest.fixture

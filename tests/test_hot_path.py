@@ -20,12 +20,12 @@ from decimal import Decimal
 import peewee as pw
 import pytest
 
-import calculations
-import jsoncodec
-import models
-import schemas
-import webhooks
-from app import UUID_PATTERN
+from emissions import calculations
+from emissions import jsoncodec
+from emissions import models
+from emissions import schemas
+from emissions import webhooks
+from emissions.app import UUID_PATTERN
 from conftest import post_calculation, record_statements
 
 UTC = dt.timezone.utc

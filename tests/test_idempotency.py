@@ -9,8 +9,8 @@ import time
 import pytest
 import requests
 
-import factors
-import models
+from emissions import factors
+from emissions import models
 from conftest import LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
 
 URL = "/v1/emissions/logistics"

@@ -11,15 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-import calculations
-import cli
-import limits
-import models
-from app import create_app
+from emissions import calculations
+from emissions import cli
+from emissions import limits
+from emissions import models
+from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, make_key, post_calculation
-from errors import LimitReached
-from limits import RateLimiter
-from models import Calculation, UsageCounter
+from emissions.errors import LimitReached
+from emissions.limits import RateLimiter
+from emissions.models import Calculation, UsageCounter
 from webtest import TestApp
 
 UTC = dt.timezone.utc

@@ -14,10 +14,10 @@ from pathlib import Path
 import peewee as pw
 import pytest
 
-import migrations
-import models
-import webhooks
-from config import Config
+from emissions import migrations
+from emissions import models
+from emissions import webhooks
+from emissions.config import Config
 from conftest import POSTGRES_URL, make_customer, make_factor, make_org, record_statements
 
 EMISSIONS = Path(sys.executable).with_name("emissions")

@@ -7,7 +7,7 @@ import pytest
 from waitress.adjustments import Adjustments
 from waitress.parser import HTTPRequestParser
 
-import server
+from emissions import server
 
 
 class RecordingChannel:

@@ -12,9 +12,9 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from webtest import TestApp
 
-import models
-import schemas
-from app import create_app
+from emissions import models
+from emissions import schemas
+from emissions.app import create_app
 from conftest import logistics_body, make_customer, make_key, make_org, post_calculation
 
 DOCUMENT = json.loads(schemas.OPENAPI_PATH.read_text())

@@ -21,11 +21,11 @@ import pytest
 import requests
 from webtest import TestApp
 
-import cli
-import config as config_module
-import models
-import server
-from app import create_app
+from emissions import cli
+from emissions import config as config_module
+from emissions import models
+from emissions import server
+from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, post_calculation
 
 ROOT = Path(__file__).resolve().parent.parent

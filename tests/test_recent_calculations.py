@@ -7,9 +7,9 @@ import uuid
 import pytest
 from webtest import TestApp
 
-import jsoncodec
-from app import create_app
-from calculations import RecentCalculations, Stored
+from emissions import jsoncodec
+from emissions.app import create_app
+from emissions.calculations import RecentCalculations, Stored
 from conftest import logistics_body, make_key, post_calculation
 
 pytestmark = pytest.mark.on_both

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-import models
-from models import FifoLock
+from emissions import models
+from emissions.models import FifoLock
 
 
 def wait_until(condition, seconds: float = 5.0) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from webtest import TestApp
 
-import models
-import webhooks
-from app import create_app
+from emissions import models
+from emissions import webhooks
+from emissions.app import create_app
 from conftest import logistics_body, record_statements
 
 pytestmark = pytest.mark.on_both

@@ -9,7 +9,7 @@ import string
 import pytest
 import requests
 
-import models
+from emissions import models
 from conftest import logistics_body, raw_exchange
 
 URL = "/v1/emissions/logistics"

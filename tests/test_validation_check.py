@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 
-import jsoncodec
-import schemas
+from emissions import jsoncodec
+from emissions import schemas
 from conftest import logistics_body
-from schemas import compiled
+from emissions.schemas import compiled
 
 # Values of every JSON type and at the edges of the document's rules, tried at every position.
 PROBES = [

@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-import scheduler
-import webhooks
+from emissions import scheduler
+from emissions import webhooks
 from conftest import logistics_body, make_customer, make_key, post_calculation
-from models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
+from emissions.models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
 from webhook_receiver import Receiver, readme_verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -426,7 +426,7 @@ def test_the_scheduler_delivers_what_was_committed_before_it_started(client, con
 
 def deliver_process(config, *extra) -> subprocess.Popen:
     env = {**os.environ, "DATABASE_URL": config.database_url, "WEBHOOK_POLL_SECONDS": "0.05"}
-    return subprocess.Popen([sys.executable, "-m", "cli", "deliver", *extra], cwd=REPO, env=env,
+    return subprocess.Popen([sys.executable, "-m", "emissions", "deliver", *extra], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -488,7 +488,7 @@ def test_deliver_once_and_the_deliveries_listing(client, config, acme, receiver)
     assert json.loads(out) == {"succeeded": 1, "pending": 0, "failed": 0, "lease-lost": 0}
 
     env = {**os.environ, "DATABASE_URL": config.database_url}
-    listing = subprocess.run([sys.executable, "-m", "cli", "webhook", "deliveries", "--org", "acme", "--json"],
+    listing = subprocess.run([sys.executable, "-m", "emissions", "webhook", "deliveries", "--org", "acme", "--json"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
     assert listing.returncode == 0, listing.stderr
     [row] = json.loads(listing.stdout)["deliveries"]

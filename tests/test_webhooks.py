@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-import cli
-import models
-import webhooks
-from models import WebhookEndpoint, WebhookEvent
+from emissions import cli
+from emissions import models
+from emissions import webhooks
+from emissions.models import WebhookEndpoint, WebhookEvent
 from webhook_receiver import README, readme_verify
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"

@@ -7,10 +7,10 @@ import re
 import jwt
 import pytest
 
-import webhooks
-import workspace
+from emissions import webhooks
+from emissions import workspace
 from conftest import logistics_body, make_customer, make_factor, make_org
-from models import ApiKey, Organization, User, WebhookEndpoint, utcnow
+from emissions.models import ApiKey, Organization, User, WebhookEndpoint, utcnow
 
 PASSWORD = "correct horse battery"
 

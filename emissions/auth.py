@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import peewee as pw
 
-from errors import AuthenticationError, PermissionError_
-from models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
+from .errors import AuthenticationError, PermissionError_
+from .models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
 
 BASE62 = string.digits + string.ascii_letters
 KEY_RANDOM_LENGTH = 40  # base62 characters, about 238 bits

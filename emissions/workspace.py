@@ -14,12 +14,12 @@ import bottle
 import jwt
 import peewee as pw
 
-import auth
-import customers
-import webhooks
-from errors import LimitReached
-from limits import RateLimiter
-from models import ApiKey, Customer, Organization, SCOPES, User, db, utcnow
+from . import auth
+from . import customers
+from . import webhooks
+from .errors import LimitReached
+from .limits import RateLimiter
+from .models import ApiKey, Customer, Organization, SCOPES, User, db, utcnow
 
 COOKIE = "emissions_session"
 SESSION_HOURS = 8
@@ -133,7 +133,7 @@ NAV = ('<p><a href="/workspace/keys">API keys</a> · <a href="/workspace/custome
 
 
 def _reply(content: str, status: int = 200, headers: dict | None = None):
-    from app import Reply  # the workspace shares the app's response finishing
+    from .app import Reply  # the workspace shares the app's response finishing
     return Reply(content, status, {**HTML_HEADERS, **(headers or {})})
 
 

@@ -7,8 +7,8 @@ import math
 import threading
 import time
 
-from errors import LimitReached
-from models import Organization, UsageCounter, sql, utcnow
+from .errors import LimitReached
+from .models import Organization, UsageCounter, sql, utcnow
 
 
 class TokenBucket:

@@ -14,9 +14,9 @@ from typing import Callable, Iterator, NamedTuple, TextIO
 
 import peewee as pw
 
-import jsoncodec
-import schemas
-from models import (EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres,
+from . import jsoncodec
+from . import schemas
+from .models import (EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres,
                     sql)
 
 STATUSES = ("active", "suspended", "archived")

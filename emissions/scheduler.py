@@ -6,8 +6,8 @@ import logging
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from config import Config
-from webhooks import Deliverer
+from .config import Config
+from .webhooks import Deliverer
 
 JOB_ID = "deliver-webhooks"
 

@@ -14,12 +14,12 @@ import waitress
 from waitress.channel import HTTPChannel
 from waitress.task import ErrorTask, WSGITask
 
-import jsoncodec
-import models
+from . import jsoncodec
+from . import models
 
-import scheduler as webhook_scheduler
-from app import SECURITY_HEADERS, create_app
-from config import Config
+from . import scheduler as webhook_scheduler
+from .app import SECURITY_HEADERS, create_app
+from .config import Config
 
 
 class LogWriter:

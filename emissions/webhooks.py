@@ -27,10 +27,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-import auth
-import jsoncodec
-from config import Config
-from models import (Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, db, is_postgres, isoformat,
+from . import auth
+from . import jsoncodec
+from .config import Config
+from .models import (Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, db, is_postgres, isoformat,
                     new_id, sql, utcnow)
 
 SIGNATURE_VERSION = "v1"

@@ -11,7 +11,7 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from schemas import compiled
+from ..schemas import compiled
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 DOCUMENT_URI = "urn:emissions:openapi"

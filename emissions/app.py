@@ -11,17 +11,17 @@ import uuid
 
 import bottle
 
-import auth
-import calculations
-import customers
-import jsoncodec
-import migrations
-import models
-import schemas
-import workspace
-from config import Config
-from errors import ApiError, InvalidRequest, NotFound
-from limits import RateLimiter
+from . import auth
+from . import calculations
+from . import customers
+from . import jsoncodec
+from . import migrations
+from . import models
+from . import schemas
+from . import workspace
+from .config import Config
+from .errors import ApiError, InvalidRequest, NotFound
+from .limits import RateLimiter
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_IDEMPOTENCY_KEY = 200

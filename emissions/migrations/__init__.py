@@ -29,7 +29,7 @@ def available() -> list[Path]:
 
 
 def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"migrations.m{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(f"emissions.migrations.m{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -11,16 +11,16 @@ import sys
 
 import peewee as pw
 
-import auth
-import customers
-import factors
-import limits
-import migrations
-import models
-import webhooks
-import workspace
-from config import Config, ConfigError
-from models import Customer, Organization, SCOPES
+from . import auth
+from . import customers
+from . import factors
+from . import limits
+from . import migrations
+from . import models
+from . import webhooks
+from . import workspace
+from .config import Config, ConfigError
+from .models import Customer, Organization, SCOPES
 
 
 class CommandError(Exception):
@@ -410,7 +410,7 @@ def cmd_deliver(args, config):
         if args.once:
             emit(args, deliverer.run_once())
             return
-        import server
+        from . import server
 
         server._configure_logging()
         signal.signal(signal.SIGTERM, lambda signum, frame: deliverer.stop())
@@ -428,7 +428,7 @@ def cmd_serve(args, config):
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
-    import server  # Waitress and the app load only for the commands that serve
+    from . import server  # Waitress and the app load only for the commands that serve
 
     try:
         server.serve(config, host=args.host, port=args.port, **options)

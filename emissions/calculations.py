@@ -10,12 +10,12 @@ from typing import NamedTuple
 
 import peewee as pw
 
-import customers
-import jsoncodec
-import limits
-import webhooks
-from errors import ApiError, CalculationFailed, IdempotencyError, NotFound, PermissionError_
-from models import Calculation, Factor, WriteTransaction, db, isoformat, new_id, sql, utcnow
+from . import customers
+from . import jsoncodec
+from . import limits
+from . import webhooks
+from .errors import ApiError, CalculationFailed, IdempotencyError, NotFound, PermissionError_
+from .models import Calculation, Factor, WriteTransaction, db, isoformat, new_id, sql, utcnow
 
 SIX_PLACES = Decimal("0.000001")
 SCOPE3_CATEGORY = {"upstream": 4, "downstream": 9}

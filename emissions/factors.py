@@ -8,7 +8,7 @@ from pathlib import Path
 
 import peewee as pw
 
-from models import MODES, Factor, Organization, db
+from .models import MODES, Factor, Organization, db
 
 LIBRARY_PATH = Path(__file__).with_name("data") / "default-factors.json"
 STATUSES = ("draft", "active", "superseded", "retired")
