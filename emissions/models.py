@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import decimal
+import json
 import logging
 import os
 import sqlite3
@@ -671,7 +672,30 @@ class User(BaseModel):
     created_at = TimestampField(default=utcnow)
 
 
+class AuditEvent(BaseModel):
+    """An administrative action: who (actor) did what (action) to which object (target), and when."""
+
+    organization = pw.ForeignKeyField(Organization, null=True, backref="audit_events", on_delete="CASCADE")
+    actor = pw.CharField(max_length=300)  # "cli", "user:ada@example.com"
+    action = pw.CharField(max_length=64)  # "key.created", "endpoint.set", ...
+    target = pw.CharField(max_length=300)  # the object's public name: a key id, a URL, a reference
+    environment = pw.CharField(max_length=4, null=True)
+    details = pw.TextField(null=True)  # a small JSON object, never a secret
+    created_at = TimestampField(default=utcnow)
+
+    def to_dict(self) -> dict:
+        return {
+            "time": isoformat(self.created_at),
+            "organization": self.organization.slug if self.organization_id else None,
+            "actor": self.actor,
+            "action": self.action,
+            "target": self.target,
+            "environment": self.environment,
+            "details": json.loads(self.details) if self.details else None,
+        }
+
+
 ALL_MODELS = [
     InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup,
-    UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User,
+    UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent,
 ]
