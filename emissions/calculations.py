@@ -11,6 +11,7 @@ from typing import NamedTuple
 import peewee as pw
 
 from . import customers
+from . import factors
 from . import jsoncodec
 from . import limits
 from . import webhooks
@@ -79,15 +80,17 @@ def _canonical_request(payload: dict) -> str | None:
 
 
 def calculation_body(calculation_id: str, environment: str, payload: dict, customer_reference: str,
-                     activity: Decimal, emissions: Decimal, factor_lineage: str, created_at: dt.datetime) -> str:
+                     activity: Decimal, emissions: Decimal, factor_lineage: str, created_at: dt.datetime,
+                     breakdown: tuple[Decimal, Decimal] | None = None) -> str:
     """The Calculation a new calculation answers and stores, as JSON text.
 
     Written out, the way jsoncodec.dumps() would write the same data in this key order (a test
     holds it to that), because building the dict and walking it cost a tenth of a calculation.
-    `factor_lineage` is the factor's lineage as JSON text.
+    `factor_lineage` is the factor's lineage as JSON text; `breakdown` the emissions' (ttw, wtt), if any.
     """
     text, number = jsoncodec.string, jsoncodec.decimal_text
     context = payload["business_context"]
+    parts = f',"breakdown":{{"ttw":{number(breakdown[0])},"wtt":{number(breakdown[1])}}}' if breakdown else ""
     return (f'{{"id":"{calculation_id}","external_reference":{text(payload["external_reference"])},'
             f'"status":"succeeded","environment":{text(environment)},'
             f'"customer":{{"reference":{text(customer_reference)}}},"mode":{text(payload["mode"])},'
@@ -97,7 +100,7 @@ def calculation_body(calculation_id: str, environment: str, payload: dict, custo
             f'"cargo":{{"value":{number(payload["cargo"]["value"])},"unit":"tonne"}},'
             f'"distance":{{"value":{number(payload["distance"]["value"])},"unit":"km"}},'
             f'"activity":{{"value":{number(activity)},"unit":"tkm"}},'
-            f'"emissions":{{"value":{number(emissions)},"unit":"kgCO2e"}},'
+            f'"emissions":{{"value":{number(emissions)},"unit":"kgCO2e"{parts}}},'
             f'"methodology":{{"standard":"ISO 14083:2023","boundary":"WTW","business_context":{text(context)},'
             f'"scope3_category":{SCOPE3_CATEGORY[context]}}},'
             f'"factor":{factor_lineage},"created_at":"{isoformat(created_at)}"}}')
@@ -134,7 +137,8 @@ FIND_BY_KEY = ("SELECT id, fingerprint, body FROM calculation"
 # customer, and the active factor version visible to the organization (global or its own).
 LOOKUP = (
     "SELECT k.id, k.fingerprint, k.body, c.id, c.reference, c.status,"
-    " f.id, f.reference, f.version, f.mode, f.value, f.name, f.source, f.region, f.valid_from, f.valid_to"
+    " f.id, f.reference, f.version, f.mode, f.value, f.name, f.source, f.region, f.valid_from, f.valid_to,"
+    " f.ttw_value, f.radiative_forcing"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN calculation AS k"
     "  ON k.organization_id = ? AND k.environment = ? AND k.idempotency_key = ?"
@@ -151,6 +155,7 @@ INSERT_FIELDS = (
     Calculation.business_context, Calculation.activity_date, Calculation.cargo_tonnes, Calculation.distance_km,
     Calculation.activity_tkm, Calculation.emissions_kg, Calculation.factor, Calculation.factor_version,
     Calculation.factor_value, Calculation.request_id, Calculation.body, Calculation.created_at,
+    Calculation.emissions_ttw_kg, Calculation.emissions_wtt_kg,
 )
 INSERT = (f"INSERT INTO {Calculation._meta.table_name} ({', '.join(f.column_name for f in INSERT_FIELDS)})"
           f" VALUES ({', '.join('?' for _ in INSERT_FIELDS)})")
@@ -251,7 +256,9 @@ def _factor_version(row: tuple) -> FactorVersion:
         factor = Factor(id=row[0], reference=row[1], version=row[2], mode=row[3],
                         value=Factor.value.python_value(row[4]), name=row[5], source=row[6], region=row[7],
                         valid_from=Factor.valid_from.python_value(row[8]),
-                        valid_to=Factor.valid_to.python_value(row[9]), status="active")
+                        valid_to=Factor.valid_to.python_value(row[9]), status="active",
+                        ttw_value=Factor.ttw_value.python_value(row[10]),
+                        radiative_forcing=Factor.radiative_forcing.python_value(row[11]))
         version = FactorVersion(factor, jsoncodec.dumps(factor.lineage()))
         if len(_factor_versions) >= FACTOR_VERSIONS_KEPT:
             _factor_versions.clear()  # more versions in use than kept: start over
@@ -267,7 +274,7 @@ def _lookup(organization_id: int, environment: str, idempotency_key: str, custom
     if row[0] is not None:
         return Stored(*row[0:3]), None, None  # a replay needs nothing else
     customer = CustomerRow(*row[3:6]) if row[3] is not None else None
-    factor = _factor_version(row[6:16]) if row[6] is not None else None
+    factor = _factor_version(row[6:18]) if row[6] is not None else None
     return None, customer, factor
 
 
@@ -333,21 +340,23 @@ def calculate(organization_id: int, environment: str, payload: dict, idempotency
 
     cargo, distance = payload["cargo"]["value"], payload["distance"]["value"]
     activity, emissions = compute(cargo, distance, factor.value)
+    parts = factors.breakdown(activity, emissions, factor.ttw_value)  # (ttw, wtt) or None
     calculation_id = new_id()
     created_at = utcnow()
     body = calculation_body(calculation_id, environment, payload, customer.reference, activity, emissions,
-                            version.lineage, created_at)
+                            version.lineage, created_at, parts)
     row = (calculation_id, organization_id, environment, customer.id, payload["external_reference"],
            idempotency_key, payload_fingerprint, payload["mode"], payload["business_context"],
            STORED_DATE(activity_date), str(cargo), str(distance), str(activity), str(emissions), factor.id,
-           factor.version, str(factor.value), request_id, body, STORED_TIMESTAMP(created_at))
+           factor.version, str(factor.value), request_id, body, STORED_TIMESTAMP(created_at),
+           *((str(parts[0]), str(parts[1])) if parts else (None, None)))
     # Everything the transaction sends is made before it begins, so that it holds only its four writes.
     insert = sql(INSERT)
     consume, consume_params = limits.consume_statement(organization_id, environment, test_capacity_default,
                                                        created_at)
     rollup, rollup_params = customers.rollup_statement(customer.id, environment, payload["mode"],
                                                        payload["business_context"], activity, emissions,
-                                                       activity_date)
+                                                       activity_date, parts)
     event, event_params = webhooks.event_statement(webhooks.new_event(
         organization_id, environment, "calculation.succeeded", body, created_at))
     try:

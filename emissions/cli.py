@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import re
 import secrets
@@ -280,7 +281,8 @@ def drift_lines(drifts: list[dict]) -> list[str]:
     def totals(row):
         if row is None:
             return "no row"
-        return (f"{row['calculation_count']} calculations, {row['activity_tkm']} tkm, {row['emissions_kg']} kgCO2e, "
+        return (f"{row['calculation_count']} calculations, {row['activity_tkm']} tkm, {row['emissions_kg']} kgCO2e "
+                f"(ttw {row['emissions_ttw_kg']}, wtt {row['emissions_wtt_kg']}), "
                 f"{row['first_activity_date']}..{row['last_activity_date']}")
     return [f"{d['organization']}/{d['environment']}/{d['customer']} {r['mode']}/{r['business_context']}: "
             f"expected {totals(r['expected'])}; stored {totals(r['stored'])}" for d in drifts for r in d["rows"]]
@@ -315,10 +317,15 @@ def cmd_user_create(args, config):
 
 
 def cmd_factor_create(args, config):
+    if args.value is not None and (args.ttw is not None or args.wtt is not None):
+        raise CommandError("give either --value or --ttw and --wtt, not both")
+    if args.value is None and (args.ttw is None or args.wtt is None):
+        raise CommandError("give --value, or --ttw and --wtt together")
     org = organization(args.org) if args.org else None
     factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
                             region=args.region, valid_from=parse_date(args.valid_from),
-                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
+                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft,
+                            ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing)
     emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
 
 
@@ -334,8 +341,61 @@ def cmd_factor_list(args, config):
     rows = [factor.to_dict() for factor in models.Factor.select().order_by(models.Factor.reference,
                                                                            models.Factor.version)]
     emit(args, {"factors": rows}, "\n".join(
-        f"{f['reference']}\tv{f['version']}\t{f['status']}\t{f['mode']}\t{f['value']}" for f in rows)
-        or "no factors")
+        f"{f['reference']}\tv{f['version']}\t{f['status']}\t{f['mode']}\t{f['value']}"
+        f"\tttw {f['ttw'] or '-'}\twtt {f['wtt'] or '-'}" for f in rows) or "no factors")
+
+
+def cmd_factor_load_library(args, config):
+    outcome = factors.load_library()
+    publication = factors.library()["publication"]
+    data = {"library": factors.LIBRARY_PATH.name, **outcome.to_dict(),
+            "publication": {key: publication[key] for key in ("title", "publisher", "year", "licence")}}
+    skipped = [f"skipped {item['reference']}: {item['reason']}" for item in data["skipped"]]
+    emit(args, data, "\n".join(skipped + [
+        f"{publication['title']} ({publication['publisher']}, {publication['licence']}): "
+        f"{len(outcome.created)} created, {len(outcome.updated)} updated, "
+        f"{outcome.unchanged} unchanged, {len(skipped)} skipped"]))
+
+
+def cmd_factor_import(args, config):
+    org = organization(args.org) if args.org else None
+    try:
+        with open(args.file, newline="", encoding="utf-8-sig") as stream:
+            outcome = factors.import_factors(stream, org, draft=args.draft, name=args.file)
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"{args.file} is not UTF-8 text; nothing imported") from None
+    except pw.IntegrityError:
+        raise CommandError(f"{args.file}: a version of one of its references was created meanwhile; "
+                           "nothing imported") from None
+    except factors.ImportRejected as rejected:
+        emit(args, {"imported": 0, "errors": [problem.to_dict() for problem in rejected.problems]},
+             "\n".join(f"line {p.line}: {p.field} {p.reason}" for p in rejected.problems))
+        raise CommandError(f"{args.file}: {rejected}") from None
+    owner = org.slug if org else "the global library"
+    emit(args, {**outcome.to_dict(), "organization": org.slug if org else None, "draft": args.draft},
+         f"imported {outcome.to_dict()['imported']} factor versions into {owner}"
+         f"{' as drafts' if args.draft else ''} ({outcome.created} new references, "
+         f"{outcome.unchanged} rows unchanged)")
+
+
+def cmd_factor_export(args, config):
+    org = organization(args.org) if args.org else None
+    buffer = io.StringIO()
+    count = factors.export_factors(buffer, org)
+    if args.output:
+        try:
+            with open(args.output, "w", newline="", encoding="utf-8") as stream:
+                stream.write(buffer.getvalue())
+        except OSError as exc:
+            raise CommandError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        emit(args, {"exported": count, "organization": org.slug if org else None, "file": args.output},
+             f"exported {count} factors to {args.output}")
+    elif args.json:
+        emit(args, {"exported": count, "organization": org.slug if org else None, "csv": buffer.getvalue()})
+    else:
+        sys.stdout.write(buffer.getvalue())
 
 
 def cmd_usage(args, config):
@@ -620,7 +680,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(facts, "create", cmd_factor_create, "create a factor version")
     sub.add_argument("--reference", required=True)
     sub.add_argument("--mode", required=True, choices=list(models.MODES))
-    sub.add_argument("--value", required=True, help="kgCO2e per tonne-km, well-to-wheel")
+    sub.add_argument("--value", help="kgCO2e per tonne-km, well-to-wheel (or --ttw and --wtt)")
+    sub.add_argument("--ttw", help="tank-to-wheel part, kgCO2e per tonne-km (with --wtt; the value is their sum)")
+    sub.add_argument("--wtt", help="well-to-tank part, kgCO2e per tonne-km (with --ttw)")
+    sub.add_argument("--radiative-forcing", dest="radiative_forcing", action="store_true", default=None,
+                     help="AIR only: the factor includes the radiative forcing uplift")
+    sub.add_argument("--no-radiative-forcing", dest="radiative_forcing", action="store_false",
+                     help="AIR only: the factor leaves radiative forcing out")
     sub.add_argument("--name", required=True)
     sub.add_argument("--source", required=True)
     sub.add_argument("--region")
@@ -634,6 +700,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(facts, "retire", cmd_factor_retire, "retire the active version")
     sub.add_argument("reference")
     command(facts, "list", cmd_factor_list, "list factors")
+    command(facts, "load-library", cmd_factor_load_library,
+            "load the DESNZ 2025 freight library shipped with the package (again: only what changed)")
+    sub = command(facts, "import", cmd_factor_import,
+                  "import factor versions from a CSV file (docs/factors.md): all or none")
+    sub.add_argument("file")
+    sub.add_argument("--org", help="private to this organization; without it the factors are global")
+    sub.add_argument("--draft", action="store_true", help="create the versions without activating them")
+    sub = command(facts, "export", cmd_factor_export, "write the active factors as an import CSV")
+    sub.add_argument("--org", help="this organization's own factors; without it the global ones")
+    sub.add_argument("--output", help="write to this file instead of stdout")
 
     hooks = group("webhook", "the webhook endpoint and its deliveries")
     for name, handler, help_text in (

@@ -211,14 +211,17 @@ def import_customers(organization: Organization, environment: str, stream: TextI
 # --- the rollup, written with every calculation -------------------------------------------------
 
 def rollup_statement(customer_id: int, environment: str, mode: str, business_context: str,
-                     activity: Decimal, emissions: Decimal, activity_date: dt.date) -> tuple[str, tuple]:
+                     activity: Decimal, emissions: Decimal, activity_date: dt.date,
+                     breakdown: tuple[Decimal, Decimal] | None = None) -> tuple[str, tuple]:
     """The statement that adds one calculation to its rollup row, with its parameters; run it
-    inside the calculation's transaction."""
+    inside the calculation's transaction. `breakdown` is the emissions' (ttw, wtt), if they have them."""
+    ttw, wtt = breakdown or (ZERO, ZERO)
     # One atomic upsert, so concurrent writers cannot lose an update. PostgreSQL sums NUMERIC;
     # SQLite keeps decimals as text and sums them with models.decimal_add (exact, same context).
     return sql(ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (
         customer_id, environment, mode, business_context, CustomerRollup.activity_tkm.db_value(activity),
-        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date)
+        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date,
+        CustomerRollup.emissions_ttw_kg.db_value(ttw), CustomerRollup.emissions_wtt_kg.db_value(wtt))
 
 
 def _rollup_statement(add: str, least: str, greatest: str) -> str:
@@ -227,11 +230,13 @@ def _rollup_statement(add: str, least: str, greatest: str) -> str:
 
     return (
         "INSERT INTO customer_rollup (customer_id, environment, mode, business_context,"
-        " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date)"
-        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)"
+        " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date,"
+        " emissions_ttw_kg, emissions_wtt_kg)"
+        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (customer_id, environment, mode, business_context) DO UPDATE SET"
         " calculation_count = customer_rollup.calculation_count + 1,"
         f" {total('activity_tkm')}, {total('emissions_kg')},"
+        f" {total('emissions_ttw_kg')}, {total('emissions_wtt_kg')},"
         f" first_activity_date = {least}(customer_rollup.first_activity_date, EXCLUDED.first_activity_date),"
         f" last_activity_date = {greatest}(customer_rollup.last_activity_date, EXCLUDED.last_activity_date)"
     )
@@ -244,10 +249,18 @@ ROLLUP_SQLITE = _rollup_statement("decimal_add({0}, {1})", "MIN", "MAX")
 
 # --- the analytics, read from the rollup -------------------------------------------------------
 
-def _aggregate(count: int, activity: Decimal, emissions: Decimal) -> dict:
+def _aggregate(count: int, activity: Decimal, emissions: Decimal, ttw: Decimal = ZERO, wtt: Decimal = ZERO) -> dict:
     return {"calculation_count": count,
             "activity": {"value": activity, "unit": "tkm"},
-            "emissions": {"value": emissions, "unit": "kgCO2e"}}
+            "emissions": _emissions(emissions, ttw, wtt)}
+
+
+def _emissions(emissions: Decimal, ttw: Decimal, wtt: Decimal) -> dict:
+    """Emissions with their parts: ttw and wtt over the calculations that have them, and the
+    emissions of those that do not (unattributed), so that the three add up to value exactly."""
+    unattributed = EXACT.subtract(EXACT.subtract(emissions, ttw), wtt)
+    return {"value": emissions, "unit": "kgCO2e",
+            "breakdown": {"ttw": ttw, "wtt": wtt, "unattributed": unattributed}}
 
 
 class RollupRow(NamedTuple):
@@ -258,13 +271,16 @@ class RollupRow(NamedTuple):
     emissions_kg: Decimal
     first_activity_date: dt.date
     last_activity_date: dt.date
+    emissions_ttw_kg: Decimal = ZERO
+    emissions_wtt_kg: Decimal = ZERO
 
 
 # The customer and its rollup rows in one statement (one row per rollup row; one row of NULLs
 # after the customer's columns when it has no calculations yet).
 FIND_WITH_ROLLUPS = (
     "SELECT c.id, c.name, c.status, c.country_code, r.mode, r.business_context, r.calculation_count,"
-    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date"
+    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date,"
+    " r.emissions_ttw_kg, r.emissions_wtt_kg"
     " FROM customer AS c"
     " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.environment = c.environment"
     " WHERE c.organization_id = ? AND c.environment = ? AND c.reference = ?"
@@ -308,7 +324,7 @@ def _analytics_view(environment: str, reference: str, rows: list[tuple]) -> dict
     _, name, status, country_code = rows[0][:4]
     decimal_of, date_of = CustomerRollup.activity_tkm.python_value, CustomerRollup.first_activity_date.python_value
     rollups = [RollupRow(row[4], row[5], row[6], decimal_of(row[7]), decimal_of(row[8]), date_of(row[9]),
-                         date_of(row[10]))
+                         date_of(row[10]), decimal_of(row[11]), decimal_of(row[12]))
                for row in rows if row[4] is not None]
     return customer_view(reference, name, status, country_code, summarize(environment, rollups))
 
@@ -317,21 +333,23 @@ def summarize(environment: str, rows) -> dict:
     """Totals, per-mode and per-context aggregates from rollup-like rows."""
     by_mode: dict[str, list] = {}
     by_context: dict[str, list] = {}
-    total = [0, ZERO, ZERO]
+    total = [0, ZERO, ZERO, ZERO, ZERO]
     first = last = None
     for row in rows:
-        for bucket in (by_mode.setdefault(row.mode, [0, ZERO, ZERO]),
-                       by_context.setdefault(row.business_context, [0, ZERO, ZERO]), total):
+        for bucket in (by_mode.setdefault(row.mode, [0, ZERO, ZERO, ZERO, ZERO]),
+                       by_context.setdefault(row.business_context, [0, ZERO, ZERO, ZERO, ZERO]), total):
             bucket[0] += row.calculation_count
             bucket[1] = EXACT.add(bucket[1], row.activity_tkm)
             bucket[2] = EXACT.add(bucket[2], row.emissions_kg)
+            bucket[3] = EXACT.add(bucket[3], row.emissions_ttw_kg)
+            bucket[4] = EXACT.add(bucket[4], row.emissions_wtt_kg)
         first = row.first_activity_date if first is None else min(first, row.first_activity_date)
         last = row.last_activity_date if last is None else max(last, row.last_activity_date)
     return {
         "environment": environment,
         "calculation_count": total[0],
         "activity": {"value": total[1], "unit": "tkm"},
-        "emissions": {"value": total[2], "unit": "kgCO2e"},
+        "emissions": _emissions(*total[2:]),
         "by_mode": {mode: _aggregate(*by_mode[mode]) for mode in ("ROAD", "SEA", "AIR") if mode in by_mode},
         "by_business_context": {context: _aggregate(*by_context[context])
                                 for context in ("upstream", "downstream") if context in by_context},
@@ -354,11 +372,17 @@ class Totals:
     emissions_kg: Decimal = ZERO
     first_activity_date: dt.date | None = None
     last_activity_date: dt.date | None = None
+    emissions_ttw_kg: Decimal = ZERO  # over the calculations that have parts
+    emissions_wtt_kg: Decimal = ZERO
 
-    def add(self, activity: Decimal, emissions: Decimal, activity_date: dt.date) -> None:
+    def add(self, activity: Decimal, emissions: Decimal, activity_date: dt.date,
+            ttw: Decimal | None = None, wtt: Decimal | None = None) -> None:
         self.calculation_count += 1
         self.activity_tkm = EXACT.add(self.activity_tkm, activity)
         self.emissions_kg = EXACT.add(self.emissions_kg, emissions)
+        if ttw is not None:
+            self.emissions_ttw_kg = EXACT.add(self.emissions_ttw_kg, ttw)
+            self.emissions_wtt_kg = EXACT.add(self.emissions_wtt_kg, wtt)
         if self.first_activity_date is None or activity_date < self.first_activity_date:
             self.first_activity_date = activity_date
         if self.last_activity_date is None or activity_date > self.last_activity_date:
@@ -368,6 +392,8 @@ class Totals:
         return {"calculation_count": self.calculation_count,
                 "activity_tkm": format(self.activity_tkm.normalize(EXACT), "f"),
                 "emissions_kg": format(self.emissions_kg.normalize(EXACT), "f"),
+                "emissions_ttw_kg": format(self.emissions_ttw_kg.normalize(EXACT), "f"),
+                "emissions_wtt_kg": format(self.emissions_wtt_kg.normalize(EXACT), "f"),
                 "first_activity_date": _iso(self.first_activity_date),
                 "last_activity_date": _iso(self.last_activity_date)}
 
@@ -456,19 +482,20 @@ def _stream(sql: str, params: tuple) -> Iterator[list[tuple]]:
 
 def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict:
     """Rollup rows recomputed from the customer's stored calculations: RollupKey -> Totals."""
-    statement = sql("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date"
-                    " FROM calculation WHERE customer_id = ?")
+    statement = sql("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date,"
+                    " emissions_ttw_kg, emissions_wtt_kg FROM calculation WHERE customer_id = ?")
     expected: dict = {}
     dates: dict = {}  # raw date value -> date (SQLite returns text; a customer has few distinct days)
     for batch in _stream(statement, (customer_id,)):
-        for environment, mode, context, activity, emissions, activity_date in batch:
+        for environment, mode, context, activity, emissions, activity_date, ttw, wtt in batch:
             totals = expected.get((environment, mode, context))
             if totals is None:
                 totals = expected[(environment, mode, context)] = Totals()
             day = dates.get(activity_date)
             if day is None:
                 day = dates[activity_date] = _as_date(activity_date)
-            totals.add(Decimal(activity), Decimal(emissions), day)
+            totals.add(Decimal(activity), Decimal(emissions), day,
+                       None if ttw is None else Decimal(ttw), None if wtt is None else Decimal(wtt))
         if progress:
             progress(len(batch))
     return expected
@@ -478,7 +505,7 @@ def stored_rollups(customer_id: int) -> dict:
     """The customer's rollup rows as they are stored: RollupKey -> Totals."""
     return {(row.environment, row.mode, row.business_context):
             Totals(row.calculation_count, row.activity_tkm, row.emissions_kg,
-                   row.first_activity_date, row.last_activity_date)
+                   row.first_activity_date, row.last_activity_date, row.emissions_ttw_kg, row.emissions_wtt_kg)
             for row in CustomerRollup.select().where(CustomerRollup.customer == customer_id)}
 
 
@@ -548,7 +575,8 @@ def _replace_rollups(customer_id: int, expected: dict) -> None:
                               business_context=context, calculation_count=totals.calculation_count,
                               activity_tkm=totals.activity_tkm, emissions_kg=totals.emissions_kg,
                               first_activity_date=totals.first_activity_date,
-                              last_activity_date=totals.last_activity_date)
+                              last_activity_date=totals.last_activity_date,
+                              emissions_ttw_kg=totals.emissions_ttw_kg, emissions_wtt_kg=totals.emissions_wtt_kg)
 
 
 def verify(organization_id: int | None = None, environment: str | None = None,

@@ -1,65 +1,178 @@
-"""Governed emission factors: versions, activation, retirement, and the default library."""
+"""Governed emission factors: versions, activation, retirement, the default library, CSV import and export.
+
+A factor version may carry its two parts, TTW (tank-to-wheel) and WTT (well-to-tank), in
+kgCO2e/tkm; its value is then exactly their sum (docs/methodology.md, docs/factors.md).
+"""
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import decimal
+import functools
 import json
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass, field, fields
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 from pathlib import Path
+from typing import TextIO
 
 import peewee as pw
 
-from .models import MODES, Factor, Organization, db
+from . import audit
+from .models import EXACT_SUM, MODES, Factor, Organization, db
 
-LIBRARY_PATH = Path(__file__).with_name("data") / "default-factors.json"
+LIBRARY_PATH = Path(__file__).with_name("data") / "desnz-2025-freight.json"
 STATUSES = ("draft", "active", "superseded", "retired")
+MAX_VALUE = Decimal(100)
+SIX_PLACES = Decimal("0.000001")
 
 
 class FactorError(ValueError):
     """A factor command that cannot be carried out; the message says why."""
 
 
-def parse_value(raw) -> Decimal:
-    """A factor value in kgCO2e/tkm: a finite decimal above 0 and at most 100."""
+def parse_value(raw, name: str = "value", *, zero_allowed: bool = False) -> Decimal:
+    """A factor value in kgCO2e/tkm: a finite decimal above 0 (or 0 for a part) and at most 100."""
     try:
-        value = Decimal(str(raw))
+        value = Decimal(str(raw).strip())
     except InvalidOperation:
-        raise FactorError(f"value must be a decimal number, got {raw!r}") from None
-    if not value.is_finite() or value <= 0 or value > 100:
-        raise FactorError("value must be above 0 and at most 100 kgCO2e/tkm")
+        raise FactorError(f"{name} must be a decimal number, got {raw!r}") from None
+    if not value.is_finite() or value < 0 or (value == 0 and not zero_allowed) or value > MAX_VALUE:
+        lowest = "at least 0" if zero_allowed else "above 0"
+        raise FactorError(f"{name} must be {lowest} and at most {MAX_VALUE} kgCO2e/tkm")
     return value
+
+
+@dataclass
+class Spec:
+    """One factor version as asked for, checked: what create() and the import write."""
+
+    reference: str
+    mode: str
+    name: str
+    source: str
+    value: Decimal
+    ttw_value: Decimal | None = None
+    wtt_value: Decimal | None = None
+    region: str | None = None
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+    ttw_id: str | None = None
+    wtt_id: str | None = None
+    radiative_forcing: bool | None = None
+    publication_title: str | None = None
+    publication_publisher: str | None = None
+    publication_year: int | None = None
+    publication_licence: str | None = None
+
+    def row(self) -> dict:
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+    def same_as(self, factor: Factor) -> bool:
+        """True when `factor` holds exactly these figures and this provenance."""
+        return all(getattr(factor, name) == value for name, value in self.row().items())
+
+
+TEXT_LIMITS = (("name", 200), ("source", 300), ("region", 64), ("ttw_id", 64), ("wtt_id", 64),
+               ("publication_title", 300), ("publication_publisher", 200), ("publication_licence", 100))
+
+
+def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=None, wtt=None,
+          region: str | None = None, valid_from: dt.date | None = None, valid_to: dt.date | None = None,
+          **provenance) -> tuple[Spec | None, list[tuple[str, str]]]:
+    """(the checked version, []) or (None, [(field, reason), ...]) for every value it cannot have.
+
+    With ttw and wtt, value may be left out (it is their exact sum) or must equal the sum.
+    """
+    found: list[tuple[str, str]] = []
+    if mode not in MODES:
+        found.append(("mode", f"must be one of {', '.join(MODES)}"))
+    if not reference or len(reference) > 120 or reference != reference.strip():
+        found.append(("reference", "must be 1 to 120 characters, without spaces around it"))
+    texts = {"name": name, "source": source, "region": region, **provenance}
+    for field_name, limit in TEXT_LIMITS:
+        text = texts.get(field_name)
+        if text is not None and not 0 < len(text.strip()) <= limit:  # the columns' sizes
+            found.append((field_name, f"must be 1 to {limit} characters"))
+    if valid_from and valid_to and valid_to < valid_from:
+        found.append(("valid_to", "must not be before valid_from"))
+    year = provenance.get("publication_year")
+    if year is not None and not (isinstance(year, int) and 1900 <= year <= 2200):
+        found.append(("publication_year", "must be a year such as 2025"))
+    forcing = provenance.get("radiative_forcing")
+    if forcing is not None and mode in MODES and mode != "AIR":
+        found.append(("radiative_forcing", "applies to AIR factors only"))
+
+    parts = {}
+    if (ttw is None) != (wtt is None):
+        found.append(("ttw" if ttw is None else "wtt", "must be given together with "
+                      + ("wtt" if ttw is None else "ttw")))
+    elif ttw is not None:
+        for part_name, raw in (("ttw", ttw), ("wtt", wtt)):
+            try:
+                parts[part_name] = parse_value(raw, part_name, zero_allowed=True)
+            except FactorError as error:
+                found.append((part_name, str(error).split(" ", 1)[1]))
+    elif value is None:
+        found.append(("value", "is required (or ttw and wtt)"))
+    total = None
+    if len(parts) == 2:
+        try:
+            total = EXACT_SUM.add(parts["ttw"], parts["wtt"])
+        except decimal.DecimalException:
+            found.append(("ttw", "has too many digits to add exactly"))
+        else:
+            if not 0 < total <= MAX_VALUE:
+                found.append(("value", f"ttw + wtt must be above 0 and at most {MAX_VALUE} kgCO2e/tkm"))
+    if value is not None:
+        try:
+            value = parse_value(value)
+        except FactorError as error:
+            found.append(("value", str(error).split(" ", 1)[1]))
+        else:
+            if total is not None and value != total:
+                found.append(("value", f"must equal ttw + wtt ({total}) or be left out"))
+    if found:
+        return None, found
+    return Spec(reference, mode, name, source, total if total is not None else value,
+                parts.get("ttw"), parts.get("wtt"), region, valid_from, valid_to, **provenance), []
+
+
+def _owner_problem(spec: Spec, previous: Factor | None, organization: Organization | None) -> str | None:
+    if previous is None:
+        return None
+    if previous.organization_id != (organization.id if organization else None):
+        owner = previous.organization.slug if previous.organization_id else "the global library"
+        return f"{spec.reference} already belongs to {owner}"
+    if previous.mode != spec.mode:
+        return f"{spec.reference} is a {previous.mode} factor; use a new reference"
+    return None
 
 
 def create(reference: str, mode: str, value, name: str, source: str, *, region: str | None = None,
            valid_from: dt.date | None = None, valid_to: dt.date | None = None,
            organization: Organization | None = None, draft: bool = False,
-           ttw_value=None, wtt_value=None) -> Factor:
+           ttw_value=None, wtt_value=None, **provenance) -> Factor:
     """Add a new version of a factor; unless draft, it becomes active and supersedes the last one."""
-    if mode not in MODES:
-        raise FactorError(f"mode must be one of {', '.join(MODES)}")
-    if not reference or len(reference) > 120:
-        raise FactorError("reference must be 1 to 120 characters")
-    for field, text, limit in (("name", name, 200), ("source", source, 300), ("region", region, 64)):
-        if text is not None and not 0 < len(text.strip()) <= limit:  # the columns' sizes
-            raise FactorError(f"{field} must be 1 to {limit} characters")
-    if valid_from and valid_to and valid_to < valid_from:
-        raise FactorError("valid_to must not be before valid_from")
-    value = parse_value(value)
+    spec, found = check(reference, mode, name, source, value, ttw=ttw_value, wtt=wtt_value, region=region,
+                        valid_from=valid_from, valid_to=valid_to, **provenance)
+    if found:
+        raise FactorError("; ".join(f"{name} {reason}" for name, reason in found))
     with db.atomic():
-        previous = Factor.select().where(Factor.reference == reference).order_by(Factor.version.desc()).first()
-        if previous and previous.organization_id != (organization.id if organization else None):
-            owner = previous.organization.slug if previous.organization_id else "the global library"
-            raise FactorError(f"reference {reference} already belongs to {owner}")
-        if previous and previous.mode != mode:
-            raise FactorError(f"reference {reference} is a {previous.mode} factor; use a new reference")
-        if not draft:
-            _supersede_active(reference)
-        return Factor.create(
-            reference=reference, version=(previous.version + 1) if previous else 1,
-            organization=organization, status="draft" if draft else "active", mode=mode, value=value,
-            ttw_value=None if ttw_value is None else parse_value(ttw_value),
-            wtt_value=None if wtt_value is None else parse_value(wtt_value),
-            name=name, source=source, region=region, valid_from=valid_from, valid_to=valid_to,
-        )
+        return _add_version(spec, _latest(spec.reference), organization, draft)
+
+
+def _latest(reference: str) -> Factor | None:
+    return Factor.select().where(Factor.reference == reference).order_by(Factor.version.desc()).first()
+
+
+def _add_version(spec: Spec, previous: Factor | None, organization: Organization | None, draft: bool) -> Factor:
+    problem = _owner_problem(spec, previous, organization)
+    if problem:
+        raise FactorError("reference " + problem)
+    if not draft:
+        _supersede_active(spec.reference)
+    return Factor.create(**spec.row(), version=(previous.version + 1) if previous else 1,
+                         organization=organization, status="draft" if draft else "active")
 
 
 def _supersede_active(reference: str) -> None:
@@ -96,22 +209,292 @@ def retire(reference: str) -> Factor:
     return factor
 
 
-def load_library(path: Path = LIBRARY_PATH) -> list[Factor]:
-    """Create the library's global factors that do not exist yet; return the ones created."""
-    library = json.loads(path.read_text())
-    created = []
-    for entry in library["factors"]:
-        if entry["mode"] not in MODES:
-            continue  # kept in the file for later (e.g. RAIL), not served by v1
-        if Factor.select().where(Factor.reference == entry["reference"]).exists():
-            continue
+# --- the answer's parts ----------------------------------------------------------------------------
+
+def breakdown(activity: Decimal, emissions: Decimal, ttw_value: Decimal | None) -> tuple[Decimal, Decimal] | None:
+    """(ttw, wtt) in kgCO2e for a calculation, or None when the factor has no parts.
+
+    ttw is activity x TTW factor rounded half-even to 6 places, like the emissions themselves; wtt
+    is emissions - ttw, so the two add up to the emissions exactly.
+    """
+    if ttw_value is None:
+        return None
+    with localcontext() as context:
+        # Wide enough for the exact product and difference: only the documented rounding happens.
+        context.prec = 60 + len(activity.as_tuple().digits) + len(ttw_value.as_tuple().digits)
+        ttw = (activity * ttw_value).quantize(SIX_PLACES, rounding=ROUND_HALF_EVEN)
+        return ttw, emissions - ttw
+
+
+# --- the library shipped with the package ----------------------------------------------------------
+
+@functools.lru_cache(maxsize=4)
+def library(path: Path = LIBRARY_PATH) -> dict:
+    """The library file: its publication and, per reference, the Spec it defines (aliases included)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    publication = data["publication"]
+    provenance = {"publication_title": publication["title"], "publication_publisher": publication["publisher"],
+                  "publication_year": publication["year"], "publication_licence": publication["licence"]}
+    valid_from = dt.date.fromisoformat(data["valid_from"]) if data.get("valid_from") else None
+    valid_to = dt.date.fromisoformat(data["valid_to"]) if data.get("valid_to") else None
+    specs: dict[str, Spec] = {}
+    for entry in data["factors"]:
+        spec, found = check(entry["reference"], entry["mode"], entry["name"], data["source"], entry["wtw"],
+                            ttw=entry["ttw"], wtt=entry["wtt"], region=entry.get("region"), valid_from=valid_from,
+                            valid_to=valid_to, ttw_id=entry["ttw_id"], wtt_id=entry["wtt_id"],
+                            radiative_forcing=entry.get("radiative_forcing"), **provenance)
+        if found:
+            raise ValueError(f"library entry {entry['reference']}: {found}")
+        specs[spec.reference] = spec
+    for alias in data.get("aliases", []):
+        target = specs[alias["same_as"]]
+        specs[alias["reference"]] = Spec(**{**target.row(), "reference": alias["reference"],
+                                            "name": f"{target.name} (alias of {target.reference})"})
+    return {"publication": publication, "verification": data.get("verification"), "specs": specs}
+
+
+@dataclass
+class LibraryLoad:
+    """What a load of the library did, reference by reference."""
+
+    created: list = field(default_factory=list)  # references new to the database (version 1)
+    updated: list = field(default_factory=list)  # references given a new active version
+    unchanged: int = 0
+    skipped: list = field(default_factory=list)  # (reference, why)
+
+    def to_dict(self) -> dict:
+        return {"created": len(self.created), "updated": len(self.updated), "unchanged": self.unchanged,
+                "skipped": [{"reference": reference, "reason": reason} for reference, reason in self.skipped],
+                "references": {"created": self.created, "updated": self.updated}}
+
+
+def load_library(path: Path = LIBRARY_PATH, actor: str = audit.CLI_ACTOR, attempts: int = 3) -> LibraryLoad:
+    """Make the library's figures the active global version of each of its references.
+
+    A reference not in the database gets version 1; one whose latest version differs from the
+    library (figures, names or provenance) gets a new active version; one that already matches
+    is left as it is, so loading again changes nothing. A retired reference stays retired, and a
+    reference an organization owns is left to it. One transaction: all of it or none.
+    """
+    specs = library(path)["specs"]
+    for attempt in range(attempts):
         try:
-            created.append(create(
-                entry["reference"], entry["mode"], entry["wtw"], entry["name"], library["source"],
-                region=entry.get("region"), ttw_value=entry["ttw"], wtt_value=entry["wtt"],
-                valid_from=dt.date.fromisoformat(entry["valid_from"]) if entry.get("valid_from") else None,
-                valid_to=dt.date.fromisoformat(entry["valid_to"]) if entry.get("valid_to") else None,
-            ))
-        except pw.IntegrityError:  # a second process loaded the same entry at the same time
+            with db.atomic():
+                outcome = _load(specs)
+                audit.record("factor.library_loaded", path.name, actor=actor,
+                             details={**outcome.to_dict(), "references": None})
+                return outcome
+        except pw.IntegrityError:  # another process loaded the same versions first: look again
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _latest_versions(references: list[str]) -> dict[str, Factor]:
+    latest: dict[str, Factor] = {}
+    for start in range(0, len(references), 500):
+        query = (Factor.select(Factor, Organization).join(Organization, pw.JOIN.LEFT_OUTER)
+                 .where(Factor.reference.in_(references[start:start + 500])).order_by(Factor.version))
+        latest.update((factor.reference, factor) for factor in query)
+    return latest
+
+
+def _load(specs: dict[str, Spec]) -> LibraryLoad:
+    outcome = LibraryLoad()
+    latest = _latest_versions(list(specs))
+    for reference, spec in specs.items():
+        previous = latest.get(reference)
+        if previous is not None and previous.organization_id is not None:
+            outcome.skipped.append((reference, f"belongs to {previous.organization.slug}"))
+        elif previous is not None and previous.mode != spec.mode:
+            outcome.skipped.append((reference, f"is a {previous.mode} factor in this database"))
+        elif previous is not None and previous.status == "retired":
+            outcome.skipped.append((reference, "is retired"))
+        elif previous is not None and spec.same_as(previous):
+            outcome.unchanged += 1
+        else:
+            _add_version(spec, previous, None, draft=False)
+            (outcome.updated if previous else outcome.created).append(reference)
+    return outcome
+
+
+# --- operators' own libraries: CSV import and export -----------------------------------------------
+
+CSV_COLUMNS = ("reference", "mode", "name", "source", "region", "valid_from", "valid_to", "value", "ttw", "wtt",
+               "ttw_id", "wtt_id", "radiative_forcing", "publication_title", "publication_publisher",
+               "publication_year", "publication_licence")
+REQUIRED_CSV_COLUMNS = ("reference", "mode", "name", "source")
+BOOLEANS = {"true": True, "yes": True, "false": False, "no": False}
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """Why one line of an import file cannot be imported."""
+
+    line: int
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "field": self.field, "reason": self.reason}
+
+
+class ImportRejected(Exception):
+    """The file has bad rows; nothing was imported."""
+
+    def __init__(self, found: list[RowProblem]):
+        super().__init__(f"{len({p.line for p in found})} bad row(s); nothing imported")
+        self.problems = found
+
+
+def _cells_to_spec(cells: dict) -> tuple[Spec | None, list[tuple[str, str]]]:
+    found: list[tuple[str, str]] = []
+    dates = {}
+    for name in ("valid_from", "valid_to"):
+        try:
+            dates[name] = dt.date.fromisoformat(cells[name]) if cells.get(name) else None
+        except ValueError:
+            found.append((name, "must be a date (YYYY-MM-DD)"))
+    provenance: dict = {name: cells.get(name) or None
+                        for name in ("ttw_id", "wtt_id", "publication_title", "publication_publisher",
+                                     "publication_licence")}
+    year = cells.get("publication_year")
+    if year:
+        if not (year.isascii() and year.isdigit()):
+            found.append(("publication_year", "must be a year such as 2025"))
+        else:
+            provenance["publication_year"] = int(year)
+    forcing = (cells.get("radiative_forcing") or "").lower()
+    if forcing and forcing not in BOOLEANS:
+        found.append(("radiative_forcing", "must be true or false (or empty)"))
+    provenance["radiative_forcing"] = BOOLEANS.get(forcing)
+    spec, more = check(cells["reference"], cells["mode"].upper(), cells["name"], cells["source"],
+                       cells.get("value") or None, ttw=cells.get("ttw") or None, wtt=cells.get("wtt") or None,
+                       region=cells.get("region") or None, **dates, **provenance)
+    found.extend(more)
+    return (spec if not found else None), found
+
+
+def read_import(stream: TextIO) -> tuple[list[tuple[int, Spec]], list[RowProblem]]:
+    """Parse a factor CSV (docs/factors.md): (line, Spec) for the good rows and the problems of the bad."""
+    reader = csv.reader(stream, strict=True)
+    expected = "; columns: " + ",".join(CSV_COLUMNS)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        return [], [RowProblem(1, "header", f"is not valid CSV: {exc}")]
+    if header is None:
+        return [], [RowProblem(1, "header", "is missing" + expected)]
+    columns = [cell.strip().lower() for cell in header]
+    unknown = [column for column in columns if column not in CSV_COLUMNS]
+    missing = [column for column in REQUIRED_CSV_COLUMNS if column not in columns]
+    if not unknown and not missing and "value" not in columns and not {"ttw", "wtt"} <= set(columns):
+        missing = ["value (or ttw and wtt)"]
+    if unknown or missing or len(set(columns)) != len(columns):
+        reason = (f"has unknown column {unknown[0]!r}" if unknown else
+                  f"lacks the column {missing[0]!r}" if missing else "repeats a column")
+        return [], [RowProblem(1, "header", reason + expected)]
+
+    rows: list[tuple[int, Spec]] = []
+    found: list[RowProblem] = []
+    first_line_of: dict[str, int] = {}
+    last_line = reader.line_num
+    while True:
+        start = last_line + 1  # a quoted cell may span lines: report where the record starts
+        try:
+            record = next(reader, None)
+        except csv.Error as exc:
+            found.append(RowProblem(start, "row", f"is not valid CSV: {exc}"))
+            break
+        last_line = reader.line_num
+        if record is None:
+            break
+        if not any(cell.strip() for cell in record):
+            continue  # blank line
+        if len(record) != len(columns):
+            found.append(RowProblem(start, "row", f"has {len(record)} fields; the header has {len(columns)}"))
             continue
-    return created
+        cells = {column: cell.strip() for column, cell in zip(columns, record)}
+        spec, row_problems = _cells_to_spec(cells)
+        found.extend(RowProblem(start, name, reason) for name, reason in row_problems)
+        reference = cells["reference"]
+        if reference in first_line_of:
+            found.append(RowProblem(start, "reference", f"duplicates line {first_line_of[reference]}"))
+        elif reference:
+            first_line_of[reference] = start
+        if spec is not None:
+            rows.append((start, spec))
+    return rows, found
+
+
+@dataclass
+class ImportOutcome:
+    created: int = 0  # references new to the database
+    versions: int = 0  # new versions of references that existed
+    unchanged: int = 0  # rows equal to their reference's latest version: nothing written
+
+    def to_dict(self) -> dict:
+        return {"imported": self.created + self.versions, "created": self.created, "new_versions": self.versions,
+                "unchanged": self.unchanged}
+
+
+def import_factors(stream: TextIO, organization: Organization | None = None, draft: bool = False,
+                   actor: str = audit.CLI_ACTOR, name: str = "") -> ImportOutcome:
+    """Add every factor version in the CSV in one transaction, or none: raises ImportRejected.
+
+    Each row adds a version of its reference, like `factor create` (active unless draft); a row
+    equal to its reference's latest version adds nothing.
+    """
+    rows, found = read_import(stream)
+    outcome = ImportOutcome()
+    with db.atomic():
+        latest = _latest_versions([spec.reference for _, spec in rows])
+        for line, spec in rows:
+            problem = _owner_problem(spec, latest.get(spec.reference), organization)
+            if problem:
+                found.append(RowProblem(line, "reference", problem))
+        if found:
+            raise ImportRejected(sorted(found, key=lambda problem: problem.line))
+        status = "draft" if draft else "active"
+        new_rows = []
+        for _, spec in rows:
+            previous = latest.get(spec.reference)
+            if previous is not None and spec.same_as(previous):
+                outcome.unchanged += 1
+                continue
+            if previous is None:
+                outcome.created += 1
+            else:
+                outcome.versions += 1
+            new_rows.append({**spec.row(), "version": previous.version + 1 if previous else 1,
+                             "organization": organization.id if organization else None, "status": status,
+                             "created_at": Factor.created_at.default()})
+        if not draft:
+            superseded = [row["reference"] for row in new_rows]
+            for start in range(0, len(superseded), 500):
+                Factor.update(status="superseded").where(
+                    Factor.reference.in_(superseded[start:start + 500]) & (Factor.status == "active")).execute()
+        for start in range(0, len(new_rows), 200):
+            Factor.insert_many(new_rows[start:start + 200]).execute()
+        audit.record("factor.imported", name or "csv", actor=actor, organization=organization,
+                     details={**outcome.to_dict(), "draft": draft})
+    return outcome
+
+
+def active_versions(organization: Organization | None = None) -> list[Factor]:
+    """The active versions of the global factors, or of one organization's own, by reference."""
+    owner = Factor.organization.is_null() if organization is None else Factor.organization == organization
+    return list(Factor.select().where(owner & (Factor.status == "active")).order_by(Factor.reference))
+
+
+def export_factors(stream: TextIO, organization: Organization | None = None) -> int:
+    """Write the active versions (global, or the organization's own) as an import CSV; return how many."""
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    exported = active_versions(organization)
+    for factor in exported:
+        forcing = "" if factor.radiative_forcing is None else str(factor.radiative_forcing).lower()
+        values = {**{name: getattr(factor, name) for name in CSV_COLUMNS if hasattr(Factor, name)},
+                  "ttw": factor.ttw_value, "wtt": factor.wtt_value, "radiative_forcing": forcing}
+        writer.writerow(["" if values[name] is None else str(values[name]) for name in CSV_COLUMNS])
+    return len(exported)

@@ -445,6 +445,15 @@ class Factor(BaseModel):
     valid_from = pw.DateField(null=True)
     valid_to = pw.DateField(null=True)
     created_at = TimestampField(default=utcnow)
+    # Where the figures come from (migration 0006): the publication's row ids of the two parts,
+    # whether an AIR factor includes radiative forcing, and the publication itself.
+    ttw_id = pw.CharField(max_length=64, null=True)
+    wtt_id = pw.CharField(max_length=64, null=True)
+    radiative_forcing = pw.BooleanField(null=True)
+    publication_title = pw.CharField(max_length=300, null=True)
+    publication_publisher = pw.CharField(max_length=200, null=True)
+    publication_year = pw.IntegerField(null=True)
+    publication_licence = pw.CharField(max_length=100, null=True)
 
     class Meta:
         indexes = ((("reference", "version"), True),)
@@ -471,7 +480,22 @@ class Factor(BaseModel):
             "unit": "kgCO2e/tkm",
             "valid_from": self.valid_from.isoformat() if self.valid_from else None,
             "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "radiative_forcing": self.radiative_forcing,
         }
+
+    @property
+    def source_row(self) -> dict | None:
+        """The publication's row ids of the two parts, or None when none is recorded."""
+        if self.ttw_id is None and self.wtt_id is None:
+            return None
+        return {"ttw_id": self.ttw_id, "wtt_id": self.wtt_id}
+
+    @property
+    def publication(self) -> dict | None:
+        if self.publication_title is None:
+            return None
+        return {"title": self.publication_title, "publisher": self.publication_publisher,
+                "year": self.publication_year, "licence": self.publication_licence}
 
     def to_dict(self) -> dict:
         return {
@@ -480,8 +504,11 @@ class Factor(BaseModel):
             "status": self.status,
             "mode": self.mode,
             "value": str(self.value),
-            "ttw_value": None if self.ttw_value is None else str(self.ttw_value),
-            "wtt_value": None if self.wtt_value is None else str(self.wtt_value),
+            "ttw": None if self.ttw_value is None else str(self.ttw_value),
+            "wtt": None if self.wtt_value is None else str(self.wtt_value),
+            "source_row": self.source_row,
+            "radiative_forcing": self.radiative_forcing,
+            "publication": self.publication,
             "unit": "kgCO2e/tkm",
             "name": self.name,
             "source": self.source,
@@ -541,6 +568,9 @@ class Calculation(BaseModel):
     request_id = pw.CharField(max_length=36)
     body = pw.TextField()
     created_at = TimestampField(default=utcnow)
+    # The emissions' TTW and WTT parts when the factor version had them (migration 0006), else null.
+    emissions_ttw_kg = ExactDecimalField(null=True)
+    emissions_wtt_kg = ExactDecimalField(null=True)
 
     class Meta:
         indexes = ((("organization", "environment", "idempotency_key"), True),)
@@ -558,6 +588,9 @@ class CustomerRollup(BaseModel):
     emissions_kg = ExactDecimalField()
     first_activity_date = pw.DateField()
     last_activity_date = pw.DateField()
+    # Sums over the calculations that have TTW and WTT parts (migration 0006).
+    emissions_ttw_kg = ExactDecimalField(default=Decimal(0))
+    emissions_wtt_kg = ExactDecimalField(default=Decimal(0))
 
     class Meta:
         indexes = ((("customer", "environment", "mode", "business_context"), True),)

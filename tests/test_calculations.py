@@ -134,7 +134,7 @@ def test_the_created_calculation_has_the_documented_body(client, acme):
                         "scope3_category": 4},
         "factor": {"reference": "road-default", "version": 1, "name": "Road average", "source": "Test source",
                    "region": None, "mode": "ROAD", "unit": "kgCO2e/tkm", "valid_from": "2025-01-01",
-                   "valid_to": None},
+                   "valid_to": None, "radiative_forcing": None},
     }
     assert response.headers["Idempotent-Replayed"] == "false"
     assert response.headers["Content-Type"] == "application/json"
@@ -151,7 +151,8 @@ def test_methodology_boundary_follows_the_business_context(client, acme, context
 
 # --- factor lineage ----------------------------------------------------------------------------------
 
-LINEAGE_FIELDS = {"reference", "version", "name", "source", "region", "mode", "unit", "valid_from", "valid_to"}
+LINEAGE_FIELDS = {"reference", "version", "name", "source", "region", "mode", "unit", "valid_from", "valid_to",
+                  "radiative_forcing"}
 
 
 @pytest.mark.on_both
@@ -163,7 +164,7 @@ def test_factor_lineage_names_the_version_and_never_the_owner_ids_or_value(clien
     lineage = response.json["factor"]
     assert lineage == {"reference": "acme-sea", "version": 1, "name": "Container ship", "source": "GLEC v3.1",
                        "region": "Global", "mode": "SEA", "unit": "kgCO2e/tkm", "valid_from": "2025-01-01",
-                       "valid_to": "2026-12-31"}
+                       "valid_to": "2026-12-31", "radiative_forcing": None}
     assert set(lineage) == LINEAGE_FIELDS  # no id, no organization, no value
     assert "0.0161803" not in response.text and "161803" not in response.text  # the value appears nowhere
     assert models.Calculation.get_by_id(response.json["id"]).factor_id == factor.id  # kept internally

@@ -26,8 +26,8 @@ from conftest import LiveServer, auth_headers, logistics_body, make_customer, ma
 EMISSIONS = Path(sys.executable).with_name("emissions")
 KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")
 ORG_FIELDS = {"slug", "name", "status", "entitled", "live_capacity", "test_capacity"}
-FACTOR_FIELDS = {"reference", "version", "status", "mode", "value", "ttw_value", "wtt_value", "unit", "name",
-                 "source", "region", "valid_from", "valid_to", "organization"}
+FACTOR_FIELDS = {"reference", "version", "status", "mode", "value", "ttw", "wtt", "source_row", "radiative_forcing",
+                 "publication", "unit", "name", "source", "region", "valid_from", "valid_to", "organization"}
 
 
 @pytest.fixture
@@ -259,7 +259,8 @@ def test_factor_create_activate_and_retire_govern_what_calculations_use(ok, clie
     assert calculate(client, acme.key, "b", factor_reference="van").json["factor"]["version"] == 2
     activated = ok("factor", "activate", "van", "--version", "3")
     assert activated == {"reference": "van", "version": 3, "status": "active", "mode": "ROAD", "value": "0.1",
-                         "ttw_value": None, "wtt_value": None, "unit": "kgCO2e/tkm", "name": "Van",
+                         "ttw": None, "wtt": None, "source_row": None, "radiative_forcing": None,
+                         "publication": None, "unit": "kgCO2e/tkm", "name": "Van",
                          "source": "Fleet data 2026", "region": None, "valid_from": "2026-01-01", "valid_to": None,
                          "organization": None}
     assert set(activated) == FACTOR_FIELDS
@@ -320,9 +321,9 @@ def test_seed_sandbox_is_repeatable_and_gives_a_new_key_each_time(config, app):
     assert first != second and KEY_FORMAT.match(first) and KEY_FORMAT.match(second)
     assert models.Organization.select().where(models.Organization.slug == "sandbox").count() == 1
     assert models.Customer.select().where(models.Customer.reference == "demo-customer").count() == 1
-    entries = json.loads(factors.LIBRARY_PATH.read_text())["factors"]
+    library_file = json.loads(factors.LIBRARY_PATH.read_text())
     library = models.Factor.select().count()
-    assert library == len([entry for entry in entries if entry["mode"] in models.MODES]) >= 3
+    assert library == len(library_file["factors"]) + len(library_file["aliases"]) >= 3
     cli.seed_sandbox(config)
     assert models.Factor.select().count() == library
 

@@ -19,12 +19,19 @@ EMPTY_ANALYTICS = {
     "environment": "test",
     "calculation_count": 0,
     "activity": {"value": 0, "unit": "tkm"},
-    "emissions": {"value": 0, "unit": "kgCO2e"},
+    "emissions": {"value": 0, "unit": "kgCO2e", "breakdown": {"ttw": 0, "wtt": 0, "unattributed": 0}},
     "by_mode": {},
     "by_business_context": {},
     "first_activity_date": None,
     "last_activity_date": None,
 }
+
+
+def breakdown_sums(bodies: list[dict]) -> dict:
+    """The analytics breakdown of these calculation bodies: parts where they have them, the rest unattributed."""
+    parts = [b["emissions"]["breakdown"] for b in bodies if "breakdown" in b["emissions"]]
+    return {"ttw": sum(p["ttw"] for p in parts), "wtt": sum(p["wtt"] for p in parts),
+            "unattributed": sum(b["emissions"]["value"] for b in bodies if "breakdown" not in b["emissions"])}
 
 
 def get_customer(client, key: str, reference: str, emissions: bool = False, status="*"):
@@ -231,7 +238,8 @@ def test_analytics_sum_the_stored_rounded_values_by_mode_and_context(client, acm
     def aggregate(selected):
         return {"calculation_count": len(selected),
                 "activity": {"value": sum(b["activity"]["value"] for b in selected), "unit": "tkm"},
-                "emissions": {"value": sum(b["emissions"]["value"] for b in selected), "unit": "kgCO2e"}}
+                "emissions": {"value": sum(b["emissions"]["value"] for b in selected), "unit": "kgCO2e",
+                              "breakdown": breakdown_sums(selected)}}
 
     road = [b for b in bodies if b["mode"] == "ROAD"]
     sea = [b for b in bodies if b["mode"] == "SEA"]
@@ -270,7 +278,8 @@ def test_a_replay_adds_nothing_and_a_failed_calculation_adds_nothing(client, acm
     post_calculation(client, acme, "k2", status=422, mode="SEA")  # the road factor does not apply to SEA
     analytics = get_customer(client, acme.key, "cust-1", emissions=True, status=200).json["analytics"]
     assert analytics["calculation_count"] == 1
-    assert analytics["emissions"] == {"value": 500.88, "unit": "kgCO2e"}
+    assert analytics["emissions"] == {"value": 500.88, "unit": "kgCO2e",
+                                      "breakdown": {"ttw": 0, "wtt": 0, "unattributed": 500.88}}
 
 
 @pytest.mark.on_both
