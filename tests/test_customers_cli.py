@@ -293,6 +293,9 @@ def test_verify_finds_no_drift_in_rollups_written_by_calculations(run, client, a
     assert (status, out) == (0, "checked 3 customers, 5 calculations: 0 drifted\n")
 
 
+NO_PARTS = {"emissions_ttw_kg": "0", "emissions_wtt_kg": "0"}  # the calculations' factors have no TTW/WTT parts
+
+
 @pytest.mark.on_both
 def test_verify_reports_drift_with_expected_and_stored_and_rebuild_repairs_it(run, client, acme, globex, secret):
     seed(client, acme, globex, secret)
@@ -315,17 +318,17 @@ def test_verify_reports_drift_with_expected_and_stored_and_rebuild_repairs_it(ru
     assert report["drifted"] == [
         {"organization": "acme", "environment": "test", "customer": "cust-1", "rows": [
             {"environment": "test", "mode": "ROAD", "business_context": "downstream",
-             "expected": {"calculation_count": 1, "activity_tkm": "800", "emissions_kg": "100.176",
+             "expected": {"calculation_count": 1, "activity_tkm": "800", "emissions_kg": "100.176", **NO_PARTS,
                           "first_activity_date": "2026-03-01", "last_activity_date": "2026-03-01"},
              "stored": None},
             {"environment": "test", "mode": "ROAD", "business_context": "upstream",
-             "expected": {"calculation_count": 2, "activity_tkm": "1600", "emissions_kg": "200.352",
+             "expected": {"calculation_count": 2, "activity_tkm": "1600", "emissions_kg": "200.352", **NO_PARTS,
                           "first_activity_date": "2026-03-01", "last_activity_date": "2026-03-01"},
-             "stored": {"calculation_count": 7, "activity_tkm": "1600", "emissions_kg": "1.5",
+             "stored": {"calculation_count": 7, "activity_tkm": "1600", "emissions_kg": "1.5", **NO_PARTS,
                         "first_activity_date": "2026-03-01", "last_activity_date": "2026-03-01"}}]},
         {"organization": "globex", "environment": "test", "customer": "idle", "rows": [
             {"environment": "test", "mode": "SEA", "business_context": "downstream", "expected": None,
-             "stored": {"calculation_count": 1, "activity_tkm": "2", "emissions_kg": "3",
+             "stored": {"calculation_count": 1, "activity_tkm": "2", "emissions_kg": "3", **NO_PARTS,
                         "first_activity_date": "2026-03-01", "last_activity_date": "2026-03-01"}}]},
     ]
 
@@ -344,8 +347,9 @@ def test_verify_prints_drift_as_readable_lines(run, client, acme):
     CustomerRollup.update(calculation_count=2).execute()
     status, out, _ = run("analytics", "verify")
     assert status == 3
-    assert out == ("acme/test/cust-1 ROAD/upstream: expected 1 calculations, 4000 tkm, 500.88 kgCO2e, "
-                   "2026-03-01..2026-03-01; stored 2 calculations, 4000 tkm, 500.88 kgCO2e, 2026-03-01..2026-03-01\n"
+    assert out == ("acme/test/cust-1 ROAD/upstream: expected 1 calculations, 4000 tkm, 500.88 kgCO2e (ttw 0, wtt 0), "
+                   "2026-03-01..2026-03-01; stored 2 calculations, 4000 tkm, 500.88 kgCO2e (ttw 0, wtt 0), "
+                   "2026-03-01..2026-03-01\n"
                    "checked 1 customers, 1 calculations: 1 drifted\n")
 
 
