@@ -116,7 +116,7 @@ def make_customer(org: Organization, reference: str = "cust-1", environment: str
 
 def make_factor(reference: str = "road-default", mode: str = "ROAD", value: str = "0.12522", **kwargs):
     kwargs.setdefault("valid_from", dt.date(2025, 1, 1))
-    return factors.create(reference, mode, Decimal(value), kwargs.pop("name", "Road average"),
+    return factors.create(reference, mode, None if value is None else Decimal(value), kwargs.pop("name", "Road average"),
                           kwargs.pop("source", "Test source"), **kwargs)
 
 
