@@ -15,7 +15,7 @@ from webtest import TestApp
 from emissions import models
 from emissions import schemas
 from emissions.app import create_app
-from conftest import logistics_body, make_customer, make_key, make_org, post_calculation
+from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
 
 DOCUMENT = json.loads(schemas.OPENAPI_PATH.read_text())
 URI = "urn:test:openapi"
@@ -208,6 +208,28 @@ def test_successful_responses_match_the_document(client, acme):
     make_customer(acme.org, "quiet", country_code="DE")
     check_response(client.get("/v1/customers/quiet/emissions", headers=acme.headers()), *GET_EMISSIONS)
     check_response(client.get("/v1/customers/quiet", headers=acme.headers()), *GET_CUSTOMER)
+
+
+@pytest.mark.on_both
+def test_answers_with_ttw_and_wtt_parts_match_the_document(client, acme):
+    make_factor("parts", mode="AIR", value=None, ttw_value="0.89939", wtt_value="0.13516", radiative_forcing=True)
+    created = post_calculation(client, acme, status=201, mode="AIR", factor_reference="parts")
+    assert set(created.json["emissions"]["breakdown"]) == {"ttw", "wtt"}
+    assert created.json["factor"]["radiative_forcing"] is True
+    check_response(created, *POST)
+    check_response(client.get(f"/v1/calculations/{created.json['id']}", headers=acme.headers()), *GET_CALCULATION)
+    post_calculation(client, acme, "idem-2", status=201, external_reference="without-parts")
+    emissions = client.get("/v1/customers/cust-1/emissions", headers=acme.headers())
+    assert set(emissions.json["analytics"]["emissions"]["breakdown"]) == {"ttw", "wtt", "unattributed"}
+    check_response(emissions, *GET_EMISSIONS)
+    event = models.WebhookEvent.get(models.WebhookEvent.type == "calculation.succeeded")
+    webhook = DOCUMENT["webhooks"]["calculationEvent"]["post"]["requestBody"]["content"]["application/json"]
+    assert webhook["schema"] == {"$ref": "#/components/schemas/WebhookEvent"}
+    assert not list(schema_validator("/components/schemas/WebhookEvent").iter_errors(json.loads(event.payload)))
+    body = created.json
+    body["emissions"]["breakdown"]["rf"] = 1  # the document allows no other part
+    with pytest.raises(AssertionError):
+        _check_body(body, *POST, 201)
 
 
 @pytest.mark.on_both
