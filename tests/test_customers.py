@@ -412,8 +412,11 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
         try:
             for index in indexes:
                 with db.atomic():
+                    # Every other calculation has parts (ttw = 3/2 x amount, wtt = 1/2 x amount).
+                    parts = (amounts[index] * 3 / 2, amounts[index] / 2) if index % 2 else None
                     db.execute_sql(*customers.rollup_statement(acme.customer.id, "test", "ROAD", "upstream",
-                                                               amounts[index], amounts[index] * 2, days[index]))
+                                                               amounts[index], amounts[index] * 2, days[index],
+                                                               parts))
         except Exception as exc:  # reported below, with the thread's failure
             errors.append(exc)
         finally:
@@ -428,6 +431,8 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
     row = CustomerRollup.get(CustomerRollup.customer == acme.customer.id)
     assert (row.calculation_count, row.activity_tkm, row.emissions_kg) == (30, sum(amounts), 2 * sum(amounts))
     assert (row.first_activity_date, row.last_activity_date) == (days[0], days[-1])
+    with_parts = sum(amounts[1::2])
+    assert (row.emissions_ttw_kg, row.emissions_wtt_kg) == (with_parts * 3 / 2, with_parts / 2)
 
 
 @pytest.mark.on_both

@@ -184,8 +184,12 @@ def pick(options: list, index: int):
     return options[index % len(options)]
 
 
+BREAKDOWNS = [None, (Decimal("406.52"), Decimal("94.36")), (Decimal("0"), Decimal("0.000001")),
+              (Decimal("99999999999999.999999"), Decimal("1E-150"))]
+
+
 def expected_body(calculation_id, environment, payload, customer_reference, activity, emissions, lineage,
-                  created_at) -> dict:
+                  created_at, breakdown=None) -> dict:
     """The calculation as the API has always answered it, in this key order."""
     context = payload["business_context"]
     return {
@@ -201,7 +205,8 @@ def expected_body(calculation_id, environment, payload, customer_reference, acti
         "cargo": {"value": payload["cargo"]["value"], "unit": "tonne"},
         "distance": {"value": payload["distance"]["value"], "unit": "km"},
         "activity": {"value": activity, "unit": "tkm"},
-        "emissions": {"value": emissions, "unit": "kgCO2e"},
+        "emissions": {"value": emissions, "unit": "kgCO2e",
+                      **({"breakdown": {"ttw": breakdown[0], "wtt": breakdown[1]}} if breakdown else {})},
         "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": context,
                         "scope3_category": {"upstream": 4, "downstream": 9}[context]},
         "factor": jsoncodec.loads(lineage),
@@ -219,7 +224,8 @@ def in_order(value):
 def test_the_written_out_calculation_body_is_what_dumps_writes_for_every_body(payloads):
     for index, payload in enumerate(payloads):
         inputs = (models.uuid4_text(os.urandom(16)), pick(ENVIRONMENTS, index), payload, pick(TEXTS, index),
-                  pick(DECIMALS, index), pick(DECIMALS, index + 3), pick(LINEAGES, index), pick(MOMENTS, index))
+                  pick(DECIMALS, index), pick(DECIMALS, index + 3), pick(LINEAGES, index), pick(MOMENTS, index),
+                  pick(BREAKDOWNS, index))
         text = calculations.calculation_body(*inputs)
         parsed = jsoncodec.loads(text)
         assert text == jsoncodec.dumps(parsed), text
