@@ -4,6 +4,9 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
@@ -304,3 +307,19 @@ def test_factor_lineage_never_carries_the_parts(client, acme):
     response = post_calculation(client, acme, status=201, factor_reference="parts")
     assert "987654" not in response.text and "123456" not in response.text
     assert set(response.json["emissions"]["breakdown"]) == {"ttw", "wtt"}
+
+
+def test_a_production_database_migrated_and_loaded_by_the_console_command_has_the_library(tmp_path):
+    emissions = Path(sys.executable).with_name("emissions")
+    environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'production.sqlite3'}"}
+
+    def command(*argv) -> dict:
+        done = subprocess.run([str(emissions), *argv, "--json"], env=environment, capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path)  # not the repository: the package finds its own data
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        return json.loads(done.stdout)
+
+    assert "0006_factor_parts_and_breakdown" in command("migrate")["applied"]
+    assert command("factor", "load-library")["created"] == 127
+    listed = command("factor", "list")["factors"]
+    assert len(listed) == 127 and all(factor["status"] == "active" for factor in listed)
