@@ -14,15 +14,17 @@ from pathlib import Path
 import peewee as pw
 import pytest
 
+from emissions import customers
 from emissions import migrations
 from emissions import models
 from emissions import webhooks
 from emissions.config import Config
-from conftest import POSTGRES_URL, make_customer, make_factor, make_org, record_statements
+from conftest import POSTGRES_URL, make_customer, make_org, record_statements
 
 EMISSIONS = Path(sys.executable).with_name("emissions")
 EVERY_MIGRATION = [path.stem for path in migrations.available()]
 FIRST_MIGRATION = migrations.available()[:1]
+EVERY_MIGRATION_PATH = migrations.available()
 
 
 def migrate_at_once(database_url: str, processes: int = 4) -> list[subprocess.CompletedProcess]:
@@ -218,3 +220,38 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
     finally:
         worker.close()
     assert models.WebhookEvent.get_by_id(skipped.id).delivery_status == "skipped"
+
+
+def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emissions_unattributed(
+        empty_database_url, monkeypatch):
+    database = models.bind(empty_database_url)
+    with monkeypatch.context() as before_0006:
+        before_0006.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0006"])
+        migrations.run(database)
+    org = make_org("acme")
+    customer = make_customer(org)
+    factor_id = models.Factor.insert(
+        reference="road-default", version=1, status="active", mode="ROAD", value=Decimal("0.12522"),
+        ttw_value=Decimal("0.10163"), wtt_value=Decimal("0.02359"), name="Road average", source="Test source",
+        created_at=models.utcnow()).execute()
+    calculation = models.Calculation.create(
+        id=models.new_id(), organization=org, environment="test", customer=customer, external_reference="s-1",
+        idempotency_key="idem-1", fingerprint="f" * 64, mode="ROAD", business_context="upstream",
+        activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
+        activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor_id, factor_version=1,
+        factor_value=Decimal("0.12522"), request_id=models.new_id(), body='{"id": "c"}')
+    database.execute_sql(  # written as the rollup upsert wrote it before 0006: no TTW/WTT columns
+        "INSERT INTO customer_rollup (customer_id, environment, mode, business_context, calculation_count,"
+        " activity_tkm, emissions_kg, first_activity_date, last_activity_date)"
+        f" VALUES ({customer.id}, 'test', 'ROAD', 'upstream', 1, '4000', '500.88', '2026-03-01', '2026-03-01')")
+
+    assert migrations.run(database) == ["0006_factor_parts_and_breakdown"]
+    stored = models.Calculation.get_by_id(calculation.id)
+    assert (stored.body, stored.emissions_ttw_kg, stored.emissions_wtt_kg) == ('{"id": "c"}', None, None)
+    factor = models.Factor.get_by_id(factor_id)
+    assert (factor.ttw_id, factor.radiative_forcing, factor.publication_title) == (None, None, None)
+    assert factor.lineage()["radiative_forcing"] is None
+    analytics = customers.find_with_analytics(org.id, "test", "cust-1")["analytics"]
+    assert analytics["emissions"] == {"value": Decimal("500.88"), "unit": "kgCO2e", "breakdown": {
+        "ttw": Decimal(0), "wtt": Decimal(0), "unattributed": Decimal("500.88")}}
+    assert customers.verify().drifted == []
