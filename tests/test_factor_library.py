@@ -323,3 +323,18 @@ def test_a_production_database_migrated_and_loaded_by_the_console_command_has_th
     assert command("factor", "load-library")["created"] == 127
     listed = command("factor", "list")["factors"]
     assert len(listed) == 127 and all(factor["status"] == "active" for factor in listed)
+
+
+@pytest.mark.on_both
+def test_several_processes_loading_the_library_at_once_create_each_version_once(database_url, tmp_path):
+    emissions = Path(sys.executable).with_name("emissions")
+    environment = {**os.environ, "DATABASE_URL": database_url}
+    running = [subprocess.Popen([str(emissions), "factor", "load-library", "--json"], env=environment, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path) for _ in range(3)]
+    results = [(process.wait(timeout=120), *process.communicate()) for process in running]
+    assert [status for status, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    outcomes = [json.loads(out) for _, out, _ in results]
+    assert sorted(outcome["created"] for outcome in outcomes) == [0, 0, 127]
+    models.bind(database_url)
+    assert models.Factor.select().count() == 127
+    assert models.Factor.select().where(models.Factor.version != 1).count() == 0
