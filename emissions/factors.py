@@ -281,8 +281,9 @@ def load_library(path: Path = LIBRARY_PATH, actor: str = audit.CLI_ACTOR, attemp
         try:
             with db.atomic():
                 outcome = _load(specs)
-                audit.record("factor.library_loaded", path.name, actor=actor,
-                             details={**outcome.to_dict(), "references": None})
+                audit.record("factor.library_loaded", path.name, actor=actor, details={
+                    "created": len(outcome.created), "updated": len(outcome.updated),
+                    "unchanged": outcome.unchanged, "skipped": len(outcome.skipped)})
                 return outcome
         except pw.IntegrityError:  # another process loaded the same versions first: look again
             if attempt == attempts - 1:
