@@ -23,8 +23,8 @@ from webtest import TestApp
 
 from emissions import cli
 from emissions import config as config_module
+from emissions import logs
 from emissions import models
-from emissions import server
 from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, post_calculation
 
@@ -68,6 +68,8 @@ def test_the_api_answers_500_in_the_envelope_while_the_database_is_unreachable(c
 
 # --- the access log --------------------------------------------------------------------------------
 
+RFC3339_MILLISECONDS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z")
+
 @pytest.fixture
 def logged(config, caplog):
     """A client of an app that logs requests, and the access log lines it writes."""
@@ -75,7 +77,8 @@ def logged(config, caplog):
     caplog.set_level(logging.INFO, logger="emissions.access")
 
     def lines() -> list[dict]:
-        return [json.loads(record.getMessage()) for record in caplog.records if record.name == "emissions.access"]
+        return [json.loads(logs.JsonFormatter().format(record)) for record in caplog.records
+                if record.name == "emissions.access"]
 
     return TestApp(app), lines
 
@@ -89,7 +92,10 @@ def test_one_json_line_per_request_with_its_id_method_path_status_latency_and_ke
     records = lines()
     assert len(records) == 4
     for record in records:
-        assert set(record) == {"request_id", "method", "path", "status", "latency_ms", "key_id"}
+        assert set(record) == {"time", "level", "logger", "request_id", "method", "path", "status", "latency_ms",
+                               "key_id"}
+        assert (record["level"], record["logger"]) == ("info", "emissions.access")
+        assert RFC3339_MILLISECONDS.match(record["time"]), record["time"]
         assert isinstance(record["latency_ms"], (int, float)) and record["latency_ms"] >= 0
     key_id = models.ApiKey.get(models.ApiKey.organization == acme.org).id
     assert [(r["method"], r["path"], r["status"], r["key_id"]) for r in records] == [
@@ -190,7 +196,8 @@ def test_the_served_process_writes_one_access_line_per_request_to_stderr(served)
     assert {name: line[name] for name in ("request_id", "method", "path", "status", "key_id")} == {
         "request_id": created.headers["X-Request-Id"], "method": "POST", "path": "/v1/emissions/logistics",
         "status": 201, "key_id": key_id}
-    assert set(line) == {"request_id", "method", "path", "status", "latency_ms", "key_id"}
+    assert set(line) == {"time", "level", "logger", "request_id", "method", "path", "status", "latency_ms", "key_id"}
+    assert RFC3339_MILLISECONDS.match(line["time"]) and line["level"] == "info"
 
 
 def test_sigterm_lets_an_in_flight_request_finish(served):
@@ -303,7 +310,7 @@ def test_a_worker_recovers_after_the_database_drops_its_connection(app, acme):
 
 def test_waitress_queue_warnings_pass_once_per_interval_and_count_the_rest():
     now = [100.0]
-    throttle = server.OncePerInterval(interval=10, clock=lambda: now[0])
+    throttle = logs.OncePerInterval(interval=10, clock=lambda: now[0])
 
     def warn(depth: int) -> logging.LogRecord | None:
         record = logging.LogRecord("waitress.queue", logging.WARNING, __file__, 1, "Task queue depth is %d",

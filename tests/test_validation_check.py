@@ -117,7 +117,6 @@ def test_an_invalid_body_still_gets_jsonschema_details():
 def test_patterns_are_read_as_ecma_262_reads_them_by_both_validators(pattern, text, matches):
     """JSON Schema's `pattern` is ECMA-262, where `$` is the end of the text: jsonschema, as the
     document's validator runs it, and fastjsonschema given the rewritten pattern agree with that."""
-    import jsonschema
     from referencing import Registry, Resource
 
     schema = {"type": "string", "pattern": pattern}
