@@ -14,7 +14,7 @@ def default_threads(database_url: str) -> int:
 
     On SQLite a thread waits on nothing slow (the file is local, one writer at a time), and every
     SQLite call hands the interpreter lock to whichever thread wants it: more threads only add
-    those hand-overs (README, "Performance"). On PostgreSQL a thread waits on the network, and more
+    those hand-overs (docs/performance.md). On PostgreSQL a thread waits on the network, and more
     of them keep the process busy meanwhile.
     """
     return 1 if database_url.startswith("sqlite") else 8
