@@ -10,7 +10,6 @@ import datetime as dt
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
 import re
 import socket
@@ -572,9 +571,9 @@ class Deliverer:
                         & (WebhookEndpoint.url == claim.url))
                  .execute())
         status = changes["delivery_status"] if held else "lease-lost"
-        log.info(json.dumps({"event_id": claim.event_id, "attempt": number, "url": claim.url,
-                             "status_code": result.status_code, "latency_ms": result.latency_ms,
-                             "error": result.error, "delivery_status": status}))
+        log.info("delivery attempt", extra={"fields": {
+            "event_id": claim.event_id, "attempt": number, "url": claim.url, "status_code": result.status_code,
+            "latency_ms": result.latency_ms, "error": result.error, "delivery_status": status}})
         return status
 
     # Running.
