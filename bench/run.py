@@ -328,10 +328,12 @@ def markdown(report: dict) -> str:
              f"Python {report['machine']['python']}, SQLite {report['machine']['sqlite']}; "
              f"{settings['server_threads']} Waitress thread(s), {settings['connections']} connections, "
              f"{settings['rounds']} rounds of {settings['seconds_per_round']} s.", "",
-             "| scenario | requests/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|"]
+             "| scenario | requests/s | p50 ms | p99 ms | errors | server CPU us/request |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, result in report["scenarios"].items():
+        cpu = result["server_cpu_percent"] * 10_000 / result["requests_per_second"]
         lines.append(f"| {name} | {result['requests_per_second']:.0f} | {result['p50_ms']:.2f} | "
-                     f"{result['p99_ms']:.2f} | {result['errors']} |")
+                     f"{result['p99_ms']:.2f} | {result['errors']} | {cpu:.0f} |")
     lines += ["", "| floor | measured | required | result |", "|---|---:|---:|---|"]
     for floor in report["floors"]:
         measured = floor["measured"] if isinstance(floor["measured"], int) else f"{floor['measured']:.2f}x"
