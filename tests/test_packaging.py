@@ -170,23 +170,44 @@ def test_without_the_postgres_extra_a_postgresql_url_is_one_line_naming_the_extr
 
 # --- dist/emissions.pyz -----------------------------------------------------------------------------
 
+PYTHONS = ("3.11", "3.12", "3.13", "3.14")  # what scripts/build-pyz builds for
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
 @pytest.fixture(scope="module")
 def pyz(source) -> Path:
-    """scripts/build-pyz run as a person runs it (no arguments), with this environment's Python."""
+    """scripts/build-pyz run as a person runs it (no arguments), with this environment's python3 first on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     built = subprocess.run([str(source / "scripts" / "build-pyz")], cwd=source, capture_output=True, text=True,
-                           env=clean_environment(PYTHON=sys.executable), timeout=600)
+                           env=clean_environment(PATH=path), timeout=600)
     assert built.returncode == 0, built.stderr
-    assert built.stdout.splitlines()[-1].startswith("dist/emissions.pyz")
+    assert re.fullmatch(r"dist/emissions\.pyz \([0-9.]+ MB\), for CPython [0-9., ]+ on \S+ \S+",
+                        built.stdout.splitlines()[-1]), built.stdout
     return source / "dist" / "emissions.pyz"
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of that version on this machine: on PATH, or installed by pyenv beside it."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = [shutil.which(f"python{version}"), *map(str, sorted(pyenv.glob(f"{version}.*/bin/python{version}")))]
+    for candidate in filter(None, candidates):
+        answered = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=60)
+        if answered.returncode == 0 and answered.stdout.strip() == version:
+            return candidate
+    return None
+
+
+def bare_venv(python: str, where: Path) -> Path:
+    """A Python with nothing but its standard library: a venv without pip or system site-packages."""
+    subprocess.run([python, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    assert not any((where / "lib").glob("python3.*/site-packages/*"))
+    return where / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
 def bare_python(tmp_path_factory) -> Path:
-    """A Python with nothing but its standard library: a venv without pip or system site-packages."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    assert not any(site_packages(venv).iterdir())
-    return venv / "bin" / "python"
+    return bare_venv(sys.executable, tmp_path_factory.mktemp("bare") / "venv")
 
 
 def test_the_pyz_carries_the_postgres_driver_and_no_source_tree_files(pyz):
@@ -217,3 +238,18 @@ def test_the_pyz_reaches_postgresql_with_its_own_driver(pyz, bare_python, tmp_pa
     assert result.returncode == 1
     assert result.stderr.startswith("emissions: database error:"), result.stderr  # it tried: the driver is there
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("version", [version for version in PYTHONS if version != RUNNING])
+def test_the_pyz_runs_on_every_python_it_was_built_for(pyz, version, tmp_path):
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    bare = bare_venv(python, tmp_path / "venv")
+    unpacked = {"SHIV_ROOT": str(tmp_path / "shiv")}
+    with Served([str(bare), str(pyz), "quickstart"], cwd=tmp_path, **unpacked) as quickstart:
+        response = post_printed_curl(quickstart.announced["curl"])  # validated by jsonschema: rpds-py loads
+        assert response.status_code == 201, response.text
+    result = subprocess.run([str(bare), str(pyz), "migrate"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=clean_environment(DATABASE_URL=CLOSED_POSTGRES.format(port=closed_port()), **unpacked))
+    assert result.stderr.startswith("emissions: database error:"), result.stderr  # psycopg2 loads
