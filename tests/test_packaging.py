@@ -139,6 +139,13 @@ def test_the_wheel_carries_every_module_and_data_file_of_the_package(wheel):
     assert source_files <= names, sorted(source_files - names)
 
 
+def test_the_install_records_no_top_level_name_but_emissions(installed):
+    (dist_info,) = site_packages(installed.parent).glob("emissions_service-*.dist-info")
+    paths = [line.rsplit(",", 2)[0] for line in (dist_info / "RECORD").read_text().splitlines()]
+    assert {path.split("/", 1)[0] for path in paths if not path.startswith("../")} == {"emissions", dist_info.name}
+    assert [path for path in paths if path.startswith("../")] == ["../../../bin/emissions"]  # the command
+
+
 def test_a_fresh_install_answers_a_calculation_from_an_empty_directory(installed, tmp_path):
     where = subprocess.run([str(installed / "python"), "-c", "import emissions; print(emissions.__file__)"],
                            cwd=tmp_path, env=clean_environment(), capture_output=True, text=True, timeout=60)
