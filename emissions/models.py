@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import importlib.util
 import json
 import logging
 import sqlite3
@@ -98,6 +99,9 @@ def open_database(url: str) -> pw.Database:
         })
         database.register_function(decimal_add, "decimal_add", 2)
     elif url.startswith(("postgres", "postgresql")):
+        if importlib.util.find_spec("psycopg2") is None:  # the driver is the [postgres] extra
+            raise ValueError("DATABASE_URL names a PostgreSQL database but its driver is not installed: "
+                             "pip install 'emissions-service[postgres]'")
         database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
     else:
         raise ValueError("DATABASE_URL must start with sqlite:// or postgresql://")

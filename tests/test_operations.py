@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -238,26 +239,54 @@ def variables_read_in_config() -> set[str]:
     return set(re.findall(r"""env_[a-z]+\(\s*["']([A-Z][A-Z0-9_]*)["']""", source))
 
 
+VARIABLE_TABLE = "| variable | default | meaning |"
+
+
+def documented_rows() -> list[tuple[str, str, str]]:
+    """Every row of every table headed `| variable | default | meaning |` in docs/*.md: (file, name, default)."""
+    rows = []
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        lines = path.read_text().splitlines()
+        for start, line in enumerate(lines):
+            if line.strip() != VARIABLE_TABLE:
+                continue
+            for row in itertools.takewhile(lambda text: text.startswith("|"), lines[start + 2:]):
+                found = re.match(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", row)
+                assert found, f"{path.name}: not a variable row: {row}"
+                rows.append((path.name, found.group(1), found.group(2)))
+    return rows
+
+
 def documented_configuration() -> dict[str, str]:
-    """The README's Configuration table: variable -> default."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    return {name: default for name, default in re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", section, re.M)}
+    """The variables the docs' tables document: variable -> default."""
+    return {name: default for _, name, default in documented_rows()}
 
 
 def test_config_reads_the_variables_this_test_knows_how_to_find():
     assert {"DATABASE_URL", "SECRET_KEY", "RATE_LIMIT_PER_SECOND", "LOG_REQUESTS"} <= variables_read_in_config()
 
 
-def test_every_environment_variable_read_in_config_is_documented_in_the_readme():
+def test_every_environment_variable_read_in_config_is_documented_in_docs():
     documented = documented_configuration()
     missing = variables_read_in_config() - set(documented)
-    assert not missing, f"document in README.md, section Configuration: {sorted(missing)}"
+    assert not missing, f"document in docs/operations.md, section Configuration: {sorted(missing)}"
 
 
-def test_the_readme_documents_no_variable_that_config_does_not_read():
+def test_operations_lists_every_variable_in_its_configuration_table():
+    in_operations = {name for path, name, _ in documented_rows() if path == "operations.md"}
+    assert variables_read_in_config() <= in_operations, sorted(variables_read_in_config() - in_operations)
+
+
+def test_docs_document_no_variable_that_config_does_not_read():
     stale = set(documented_configuration()) - variables_read_in_config()
-    assert not stale, f"README.md documents variables nothing reads: {sorted(stale)}"
+    assert not stale, f"docs/ document variables nothing reads: {sorted(stale)}"
+
+
+def test_a_variable_documented_twice_has_one_default():
+    defaults: dict[str, set[str]] = {}
+    for _, name, default in documented_rows():
+        defaults.setdefault(name, set()).add(default.strip())
+    assert {name: found for name, found in defaults.items() if len(found) > 1} == {}
 
 
 def test_the_documented_defaults_are_the_defaults(monkeypatch):
