@@ -11,6 +11,7 @@ import requests
 from emissions import customers
 from emissions import jsoncodec
 from emissions import schemas
+from emissions import store
 from conftest import (LiveServer, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
                       post_calculation, raw_exchange)
 from emissions.models import Calculation, CustomerRollup, db
@@ -414,9 +415,8 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
                 with db.atomic():
                     # Every other calculation has parts (ttw = 3/2 x amount, wtt = 1/2 x amount).
                     parts = (amounts[index] * 3 / 2, amounts[index] / 2) if index % 2 else None
-                    db.execute_sql(*customers.rollup_statement(acme.customer.id, "test", "ROAD", "upstream",
-                                                               amounts[index], amounts[index] * 2, days[index],
-                                                               parts))
+                    store.run(*store.add_to_rollup(acme.customer.id, "test", "ROAD", "upstream",
+                                                   amounts[index], amounts[index] * 2, days[index], parts))
         except Exception as exc:  # reported below, with the thread's failure
             errors.append(exc)
         finally:
