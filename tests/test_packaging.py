@@ -132,7 +132,7 @@ def test_the_wheel_holds_only_the_emissions_package(wheel):
 
 def test_the_wheel_carries_every_module_and_data_file_of_the_package(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"emissions/data/default-factors.json", "emissions/schemas/openapi.json", "emissions/__main__.py"} <= names
+    assert {"emissions/data/desnz-2025-freight.json", "emissions/schemas/openapi.json", "emissions/__main__.py"} <= names
     package = ROOT / "emissions"
     source_files = {f"emissions/{path.relative_to(package).as_posix()}" for path in package.rglob("*")
                     if path.is_file() and "__pycache__" not in path.parts}
@@ -154,7 +154,7 @@ def test_a_fresh_install_answers_a_calculation_from_an_empty_directory(installed
         response = post_printed_curl(quickstart.announced["curl"])
         assert response.status_code == 201, response.text
         assert response.json()["activity"] == {"value": 4000, "unit": "tkm"}
-        assert response.json()["factor"]["source"].startswith("UK DESNZ")  # the library: package data
+        assert response.json()["factor"]["source"].startswith("DESNZ, Greenhouse gas reporting")  # the library: package data
     assert (tmp_path / "emissions.sqlite3").exists()
 
 
@@ -219,7 +219,7 @@ def bare_python(tmp_path_factory) -> Path:
 
 def test_the_pyz_carries_the_postgres_driver_and_no_source_tree_files(pyz):
     names = zipfile.ZipFile(pyz).namelist()
-    assert "site-packages/emissions/data/default-factors.json" in names
+    assert "site-packages/emissions/data/desnz-2025-freight.json" in names
     assert any(name.startswith("site-packages/psycopg2/") for name in names)
     assert not any(name.startswith(("site-packages/tests/", "site-packages/bench/")) for name in names)
 
