@@ -11,6 +11,7 @@ import sys
 
 import peewee as pw
 
+from . import audit
 from . import auth
 from . import customers
 from . import factors
@@ -31,12 +32,27 @@ class CommandError(Exception):
 DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError)
 
 
+def prose(value) -> str:
+    """A value as a person reads it: yes/no, - for nothing, lists joined by commas."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(prose(item) for item in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {prose(item)}" for key, item in value.items()) or "-"
+    return str(value)
+
+
 def emit(args, data: dict, text: str | None = None) -> None:
     """One JSON object with --json, else a readable line or block."""
     if args.json:
         print(json.dumps(data, default=str))
     else:
-        print(text if text is not None else "\n".join(f"{key}: {value}" for key, value in data.items()))
+        print(text if text is not None else "\n".join(f"{key}: {prose(value)}" for key, value in data.items()))
 
 
 def parse_date(raw: str | None) -> dt.date | None:
@@ -105,10 +121,13 @@ def cmd_org_create(args, config):
     slug = args.slug or slugify(args.name)
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug):
         raise CommandError("slug must be lowercase letters, digits and dashes")
+    live_capacity = None if args.live_capacity is None else capacity(args.live_capacity)
     try:
-        org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
-                                  live_capacity=None if args.live_capacity is None
-                                  else capacity(args.live_capacity))
+        with models.db.atomic():
+            org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
+                                      live_capacity=live_capacity)
+            audit.record("org.created", org.slug, organization=org,
+                         details={"name": org.name, "entitled": org.entitled, "live_capacity": live_capacity})
     except pw.IntegrityError:
         raise CommandError(f"an organization with slug {slug} already exists") from None
     # Exactly the decided shape; `org update` and `usage` show the capacities.
@@ -117,6 +136,7 @@ def cmd_org_create(args, config):
 
 def cmd_org_update(args, config):
     org = organization(args.slug)
+    before = org.to_dict()
     if args.status:
         org.status = args.status
     if args.entitled is not None:
@@ -125,14 +145,18 @@ def cmd_org_update(args, config):
         org.live_capacity = capacity(args.live_capacity)
     if args.test_capacity is not None:
         org.test_capacity = capacity(args.test_capacity)
-    org.save()
+    changes = {name: value for name, value in org.to_dict().items() if before.get(name) != value}
+    with models.db.atomic():
+        org.save()
+        if changes:
+            audit.record("org.updated", org.slug, organization=org, details=changes)
     emit(args, org.to_dict())
 
 
 def cmd_org_list(args, config):
     orgs = [org.to_dict() for org in Organization.select().order_by(Organization.slug)]
     emit(args, {"organizations": orgs}, "\n".join(
-        f"{o['slug']}\t{o['status']}\tentitled={o['entitled']}\t{o['name']}" for o in orgs) or "no organizations")
+        f"{o['slug']}\t{o['status']}\tentitled: {prose(o['entitled'])}\t{o['name']}" for o in orgs) or "no organizations")
 
 
 def cmd_key_create(args, config):
@@ -140,9 +164,16 @@ def cmd_key_create(args, config):
         raise CommandError("name must be at most 200 characters")
     org = organization(args.org)
     scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
+    expires_at = parse_timestamp(args.expires_at)
+    if expires_at is not None and expires_at <= models.utcnow():
+        raise CommandError(f"--expires-at {args.expires_at} is not in the future; such a key could never be used")
+    secret = auth.instance_secret(config.secret_key)
     try:
-        key, plain = auth.create_key(org, args.env, scopes, auth.instance_secret(config.secret_key),
-                                     name=args.name or "", expires_at=parse_timestamp(args.expires_at))
+        with models.db.atomic():
+            key, plain = auth.create_key(org, args.env, scopes, secret, name=args.name or "", expires_at=expires_at)
+            audit.record("key.created", key.id, organization=org, environment=key.environment,
+                         details={"name": key.name, "scopes": sorted(key.scope_set),
+                                  "expires_at": models.isoformat(key.expires_at)})
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     emit(args, {"id": key.id, "key": plain, "environment": key.environment, "scopes": sorted(key.scope_set)},
@@ -154,22 +185,40 @@ def cmd_key_revoke(args, config):
     if key is None:
         raise CommandError(f"no API key with id {args.key_id}")
     if key.revoked_at is None:
-        key.revoked_at = models.utcnow()
-        key.save()
+        with models.db.atomic():
+            key.revoked_at = models.utcnow()
+            key.save()
+            audit.record("key.revoked", key.id, organization=key.organization, environment=key.environment,
+                         details={"name": key.name})
     emit(args, {"id": key.id, "revoked": True}, f"revoked {key.id}")
+
+
+def key_status(key: models.ApiKey, now: dt.datetime) -> str:
+    """active, expired or revoked (a revoked key says so even when it has expired since)."""
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is not None and key.expires_at <= now:
+        return "expired"
+    return "active"
 
 
 def cmd_key_list(args, config):
     org = organization(args.org)
-    keys = [key.to_dict() for key in org.api_keys.order_by(models.ApiKey.created_at)]
+    now = models.utcnow()
+    keys = [{**key.to_dict(), "status": key_status(key, now)}
+            for key in org.api_keys.order_by(models.ApiKey.created_at)]
     emit(args, {"keys": keys}, "\n".join(
-        f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
-        f"{'revoked' if k['revoked'] else 'active'}" for k in keys) or "no keys")
+        f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{k['name'] or '-'}\t{','.join(k['scopes'])}\t"
+        f"{k['status']}\texpires {k['expires_at'] or 'never'}" for k in keys) or "no keys")
 
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
+    with models.db.atomic():
+        customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
+        audit.record("customer.created", customer.reference, organization=org, environment=args.env,
+                     details={"name": customer.name, "country_code": customer.country_code,
+                              "status": customer.status})
     emit(args, customer_dict(customer))
 
 
@@ -194,7 +243,12 @@ def cmd_customer_update(args, config):
         customer.country_code = None if clear_country else args.country.upper()
     if args.status is not None:
         customer.status = args.status
-    customer.save()
+    changes = {name: value for name, value in (("name", args.name), ("country", args.country),
+                                               ("status", args.status)) if value is not None}
+    with models.db.atomic():
+        customer.save()
+        audit.record("customer.updated", customer.reference, organization=org, environment=args.env,
+                     details=changes)
     emit(args, customer_dict(customer))
 
 
@@ -310,24 +364,40 @@ def cmd_analytics_rebuild(args, config):
 
 def cmd_user_create(args, config):
     org = organization(args.org)
-    user = workspace.create_user(org, args.email, args.password)
+    with models.db.atomic():
+        user = workspace.create_user(org, args.email, args.password)
+        audit.record("user.created", user.email, organization=org)
     emit(args, {"email": user.email, "organization": org.slug})
 
 
 def cmd_factor_create(args, config):
     org = organization(args.org) if args.org else None
-    factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
-                            region=args.region, valid_from=parse_date(args.valid_from),
-                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
+    with models.db.atomic():
+        factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
+                                region=args.region, valid_from=parse_date(args.valid_from),
+                                valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
+        record_factor("factor.created", factor, {"mode": factor.mode, "value": factor.value,
+                                                 "status": factor.status, "source": factor.source})
     emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
 
 
+def record_factor(action: str, factor: models.Factor, details: dict | None = None) -> None:
+    audit.record(action, f"{factor.reference} v{factor.version}", organization=factor.organization,
+                 details=details)
+
+
 def cmd_factor_activate(args, config):
-    emit(args, factors.activate(args.reference, args.version).to_dict())
+    with models.db.atomic():
+        factor = factors.activate(args.reference, args.version)
+        record_factor("factor.activated", factor)
+    emit(args, factor.to_dict())
 
 
 def cmd_factor_retire(args, config):
-    emit(args, factors.retire(args.reference).to_dict())
+    with models.db.atomic():
+        factor = factors.retire(args.reference)
+        record_factor("factor.retired", factor)
+    emit(args, factor.to_dict())
 
 
 def cmd_factor_list(args, config):
@@ -359,20 +429,28 @@ def cmd_usage(args, config):
 
 def cmd_webhook_set(args, config):
     org = organization(args.org)
-    endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
-                                             allow_private_live=config.webhook_allow_private_live)
+    with models.db.atomic():
+        endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
+                                                 allow_private_live=config.webhook_allow_private_live)
+        audit.record("endpoint.set", endpoint.url, organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
 
 
 def cmd_webhook_rotate(args, config):
-    endpoint, secret = webhooks.rotate_secret(organization(args.org).id, args.env)
+    org = organization(args.org)
+    with models.db.atomic():
+        endpoint, secret = webhooks.rotate_secret(org.id, args.env)
+        audit.record("endpoint.rotated", endpoint.url, organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
 
 def cmd_webhook_remove(args, config):
-    endpoint = webhooks.remove_endpoint(organization(args.org).id, args.env)
+    org = organization(args.org)
+    with models.db.atomic():
+        endpoint = webhooks.remove_endpoint(org.id, args.env)
+        audit.record("endpoint.removed", endpoint.url, organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 

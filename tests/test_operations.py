@@ -232,10 +232,12 @@ def variables_read_in_config() -> set[str]:
 
 
 def documented_configuration() -> dict[str, str]:
-    """The README's Configuration table: variable -> default."""
+    """The README's Configuration table and the variable tables in docs/*.md: variable -> default."""
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    return {name: default for name, default in re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", section, re.M)}
+    sections = [readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]]
+    sections += [page.read_text() for page in sorted((ROOT / "docs").glob("*.md"))]
+    return {name: default for section in sections
+            for name, default in re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", section, re.M)}
 
 
 def test_config_reads_the_variables_this_test_knows_how_to_find():

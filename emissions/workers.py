@@ -1,0 +1,188 @@
+"""`emissions serve --workers N`: N serving processes sharing one port through SO_REUSEPORT.
+
+The parent binds the port (without listening, so that it never receives a connection), forks the
+workers, each of which listens on a socket of its own bound to the same port; the kernel spreads
+new connections over them. The parent only waits: SIGTERM or Ctrl-C stops every worker the way
+one process stops, and a worker that dies on its own stops the rest (exit status 1), for the
+service manager to restart the whole (docs/operations.md, "Several workers").
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import traceback
+from dataclasses import dataclass
+
+from . import models
+from .config import Config
+
+
+@dataclass
+class Worker:
+    """What one worker process needs beyond the config: its socket and its place."""
+
+    index: int
+    socket: socket.socket
+    ready_pipe: int
+
+    @property
+    def runs_scheduler(self) -> bool:
+        return self.index == 0
+
+    def ready(self, url: str) -> None:
+        """Tell the parent that this worker is listening."""
+        os.write(self.ready_pipe, b".")
+        os.close(self.ready_pipe)
+
+
+def worker_config(config: Config, workers: int) -> Config:
+    """Each worker's share of the per-key rate limit: 1/N of the rate and of the burst.
+
+    The token buckets live in each process, and the kernel spreads one client's connections over
+    the workers, so N full buckets would let a key make N times its documented throughput.
+    """
+    burst = config.rate_limit_burst
+    return config.with_(rate_limit_per_second=config.rate_limit_per_second / workers,
+                        rate_limit_burst=math.ceil(burst / workers) if burst else 0)
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port with SO_REUSEPORT (several may bind the same port)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(config: Config, host: str, port: int, workers: int, *, json_output: bool = False,
+          announce=None) -> None:
+    """Serve with `workers` processes until SIGTERM or Ctrl-C (see the module's docstring)."""
+    from . import server
+
+    try:
+        reservation = reuse_port_socket(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise server.ListenError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    port = reservation.getsockname()[1]
+    # No connection or thread may cross the fork: every worker opens its own.
+    if models.db.obj is not None:
+        models.db.close()
+    share = worker_config(config, workers)
+    ready_read, ready_write = os.pipe()
+    children: list[int] = []
+    for index in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker
+            os.close(ready_read)
+            _run_worker(share, host, port, Worker(index, None, ready_write), reservation)
+        children.append(pid)
+    os.close(ready_write)
+    stopping = unexpected = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+        _signal_all(children, signal.SIGTERM)
+
+    def worker_exited():
+        nonlocal unexpected
+        if not stopping:
+            unexpected = True
+            stop(None, None)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        started = _read_ready(ready_read, workers)
+        if started < workers and not stopping:
+            stop(None, None)
+            _wait_all(children)
+            raise server.ListenError(f"cannot serve on {host}:{port}: a worker failed to start (see above)")
+        if not stopping:
+            url = f"http://{host}:{port}"
+            if announce is not None:
+                announce(url)
+            elif json_output:
+                print(json.dumps({"url": url, "workers": workers, "threads": config.serving_threads}), flush=True)
+            else:
+                print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each)", flush=True)
+        _wait_all(children, on_exit=worker_exited)
+    finally:
+        reservation.close()
+    if unexpected:
+        raise server.ListenError("a worker stopped unexpectedly, so every worker was stopped")
+    print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)
+
+
+def _run_worker(config: Config, host: str, port: int, worker: Worker, reservation: socket.socket) -> None:
+    """The body of a forked worker: serve on its own socket, then leave without returning."""
+    from . import server
+
+    status = 0
+    try:
+        reservation.close()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us in order
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        worker.socket = reuse_port_socket(host, port)
+        server.serve(config, host, port, announce=worker.ready, worker=worker)
+    except server.ListenError as exc:
+        print(f"emissions: worker {worker.index}: {exc}", file=sys.stderr, flush=True)
+        status = 1
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def _read_ready(pipe: int, expected: int) -> int:
+    """How many workers said they listen, reading until all did or every writer is gone."""
+    count = 0
+    try:
+        while count < expected:
+            chunk = os.read(pipe, expected)
+            if not chunk:
+                break
+            count += len(chunk)
+    except InterruptedError:  # a signal during the wait: we are stopping
+        pass
+    finally:
+        os.close(pipe)
+    return count
+
+
+def _signal_all(children: list[int], signum: int) -> None:
+    for pid in children:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_all(children: list[int], on_exit=None) -> None:
+    """Reap every worker, calling on_exit() as each one ends."""
+    remaining = set(children)
+    while remaining:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid in remaining:
+            remaining.discard(pid)
+            if on_exit is not None:
+                on_exit()
