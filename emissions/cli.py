@@ -11,8 +11,11 @@ import sys
 
 import peewee as pw
 
+import emissions
+
 from . import audit
 from . import auth
+from . import backup
 from . import customers
 from . import factors
 from . import limits
@@ -29,7 +32,8 @@ class CommandError(Exception):
 
 
 # The domain's own refusals: their messages are written for people, so they are printed as they are.
-DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError)
+DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError,
+                 backup.BackupError)
 
 
 def prose(value) -> str:
@@ -429,10 +433,17 @@ def cmd_usage(args, config):
 
 def cmd_webhook_set(args, config):
     org = organization(args.org)
+    previous = webhooks.endpoint_for(org.id, args.env)
     with models.db.atomic():
         endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
                                                  allow_private_live=config.webhook_allow_private_live)
         audit.record("endpoint.set", endpoint.url, organization=org, environment=args.env)
+    if previous is not None and previous.status == "disabled":
+        skipped = webhooks.skipped_since(org.id, args.env, previous.updated_at)
+        if skipped:
+            print(f"emissions: {skipped} events were skipped while the endpoint was disabled; "
+                  f"`emissions webhook redeliver --since {models.isoformat(previous.updated_at)} --status skipped "
+                  f"--org {org.slug} --env {args.env}` sends them", file=sys.stderr)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
 
@@ -477,8 +488,44 @@ def cmd_webhook_deliveries(args, config):
 
 
 def cmd_webhook_redeliver(args, config):
-    event = webhooks.redeliver(args.event_id)
-    emit(args, event.to_dict(), f"queued {event.id} for delivery")
+    if (args.event_id is None) == (args.since is None):
+        raise CommandError("give an event id, or --since DATE for every event since then")
+    if args.event_id is not None:
+        event = webhooks.redeliver(args.event_id)
+        emit(args, event.to_dict(), f"queued {event.id} for delivery now")
+        return
+    since = parse_timestamp(args.since)
+    statuses = tuple(status.strip() for status in args.status.split(",") if status.strip())
+    org_id = organization(args.org).id if args.org else None
+    queued = webhooks.redeliver_since(since, statuses, org_id, args.env)
+    emit(args, {"queued": queued, "since": models.isoformat(since), "statuses": list(statuses)},
+         f"queued {queued} events created since {models.isoformat(since)} ({', '.join(statuses)}) for delivery now")
+
+
+def cmd_prune(args, config):
+    deleted = webhooks.prune(dt.timedelta(days=args.older_than))
+    emit(args, {**deleted, "older_than_days": args.older_than},
+         f"deleted {deleted['events']} finished webhook events and {deleted['attempts']} attempts "
+         f"older than {args.older_than} days")
+
+
+def cmd_backup(args, config):
+    copied = backup.backup(args.path)
+    emit(args, copied, f"copied {copied['calculations']:,} calculations to {copied['path']} ({copied['bytes']:,} bytes)")
+
+
+MAX_AUDIT_LISTED = 10_000
+
+
+def cmd_audit(args, config):
+    if not 1 <= args.limit <= MAX_AUDIT_LISTED:
+        raise CommandError(f"--limit must be at least 1 and at most {MAX_AUDIT_LISTED}")
+    org = organization(args.org) if args.org else None
+    events = [event.to_dict() for event in audit.recent(org, args.limit)]
+    emit(args, {"events": events}, "\n".join(
+        f"{e['time']}  {e['actor']}  {e['action']}  {e['target']}  {e['organization'] or '-'}"
+        f"{'/' + e['environment'] if e['environment'] else ''}" + (f"  ({prose(e['details'])})" if e["details"] else "")
+        for e in events) or "no audit events")
 
 
 def cmd_deliver(args, config):
@@ -501,15 +548,35 @@ def cmd_deliver(args, config):
 
 
 def cmd_serve(args, config):
+    warn_about_secret(config)
     serve(config, args, json_output=args.json)
+
+
+def warn_about_secret(config: Config) -> None:
+    """One warning on stderr when live keys are hashed under the secret kept in the database itself."""
+    if config.secret_key:
+        return
+    now = models.utcnow()
+    live = (models.ApiKey.select().where((models.ApiKey.environment == "live") & models.ApiKey.revoked_at.is_null()
+                                         & (models.ApiKey.expires_at.is_null() | (models.ApiKey.expires_at > now)))
+            .count())
+    if live:
+        print(f"emissions: warning: SECRET_KEY is unset while {live} live API keys exist: their hashes and the "
+              "secret they are keyed with sit in the same database, so a copy of it is enough to test guessed "
+              "keys offline (docs/operations.md, Running in production)", file=sys.stderr, flush=True)
 
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
     from . import server  # Waitress and the app load only for the commands that serve
+    from . import workers
 
+    count = getattr(args, "workers", None) or config.workers
     try:
-        server.serve(config, host=args.host, port=args.port, **options)
+        if count > 1:
+            workers.serve(config, args.host, args.port, count, **options)
+        else:
+            server.serve(config, host=args.host, port=args.port, **options)
     except server.ListenError as exc:
         raise CommandError(str(exc)) from None
 
@@ -587,6 +654,7 @@ def whole_number(minimum: int, maximum: int):
 
 
 PORT = whole_number(0, 65535)
+WORKERS = whole_number(1, 64)
 VERSION = whole_number(1, 2**31 - 1)  # factor.version is a 32-bit integer column
 MAX_DELIVERIES_LISTED = 10_000
 
@@ -601,8 +669,10 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    parser = Parser(prog="emissions", description="Operate the emissions calculation service.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="emissions", description="Operate the emissions calculation service.",
+                    epilog="Every command takes --json (one JSON object on stdout); see docs/cli.md.")
+    parser.add_argument("--version", action="version", version=f"emissions {emissions.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def group(name, help_text):
         sub = commands.add_parser(name, help=help_text)
@@ -619,6 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(commands, name, handler, help_text)
         sub.add_argument("--host", default="127.0.0.1")
         sub.add_argument("--port", type=PORT, default=8000)
+        if name == "serve":
+            sub.add_argument("--workers", type=WORKERS,
+                             help="serving processes sharing the port (default: WORKERS, else 1)")
 
     orgs = group("org", "organizations")
     sub = command(orgs, "create", cmd_org_create, "create an organization")
@@ -728,8 +801,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--org")
     sub.add_argument("--env", choices=["test", "live"])
     sub.add_argument("--limit", type=int, default=20)
-    sub = command(hooks, "redeliver", cmd_webhook_redeliver, "queue a finished event for delivery again")
-    sub.add_argument("event_id")
+    sub = command(hooks, "redeliver", cmd_webhook_redeliver,
+                  "queue an event (or, with --since, many) for delivery now")
+    sub.add_argument("event_id", nargs="?")
+    sub.add_argument("--since", help="every event created at or after this ISO 8601 date or time (UTC)")
+    sub.add_argument("--status", default="failed,skipped",
+                     help="with --since: comma-separated statuses to requeue (default failed,skipped)")
+    sub.add_argument("--org", help="with --since: only this organization")
+    sub.add_argument("--env", choices=["test", "live"], help="with --since: only this environment")
+    sub = command(commands, "prune", cmd_prune,
+                  "delete finished webhook events and their attempts older than DAYS (never calculations)")
+    sub.add_argument("--older-than", type=whole_number(1, 100_000), required=True, metavar="DAYS")
+    sub = command(commands, "backup", cmd_backup, "copy the live SQLite database consistently to PATH")
+    sub.add_argument("path")
+    sub = command(commands, "audit", cmd_audit, "administrative actions, newest first")
+    sub.add_argument("--org", help="only this organization")
+    sub.add_argument("--limit", type=int, default=50)
     sub = command(commands, "deliver", cmd_deliver, "deliver due webhooks until stopped (or --once)")
     sub.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
     return parser
@@ -749,10 +836,14 @@ def main(argv: list[str] | None = None) -> int:
     if not all(_is_text(argument) for argument in argv):
         print("emissions: arguments must be UTF-8 text", file=sys.stderr)
         return 2
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:  # a usage error (already printed as one line) or --help
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # a usage error (already printed as one line), --help or --version
         return stop.code
+    if args.command is None:  # `emissions` alone: what it can do, as --help says it
+        parser.print_help()
+        return 0
     try:
         config = Config.from_env()
         try:
