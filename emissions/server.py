@@ -12,6 +12,7 @@ import uuid
 
 import waitress
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, WSGITask
 
 from . import jsoncodec
@@ -157,8 +158,28 @@ class OneSendWrite:
             super().write(data)
 
 
+class CountingParser(HTTPRequestParser):
+    """Waitress's request parser, counting the Idempotency-Key lines it joins into one value.
+
+    Waitress joins repeated header lines with ", " (as a proxy may), so "a" and "b" would arrive
+    as the one key "a, b"; the count lets the app refuse two keys instead (app.py).
+    """
+
+    idempotency_keys = 0
+
+    def parse_header(self, header_plus):
+        self.idempotency_keys = sum(1 for line in header_plus.split(b"\n")[1:]
+                                    if line.partition(b":")[0].strip().lower() == b"idempotency-key")
+        return super().parse_header(header_plus)
+
+
 class OneSendTask(OneSendWrite, WSGITask):
     """Waitress's WSGI task, answering in one send."""
+
+    def get_environment(self):
+        environ = super().get_environment()
+        environ["emissions.idempotency_keys"] = getattr(self.request, "idempotency_keys", 0)
+        return environ
 
 
 class EnvelopeErrorTask(OneSendWrite, ErrorTask):
@@ -188,6 +209,7 @@ class EnvelopeErrorTask(OneSendWrite, ErrorTask):
 
 
 class EnvelopeChannel(HTTPChannel):
+    parser_class = CountingParser
     task_class = OneSendTask
     error_task_class = EnvelopeErrorTask
 
@@ -199,7 +221,7 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
     The connection settings come from the config (docs/operations.md, "Server settings"); with
     `sockets`, it serves on those (bound already) instead of host and port.
     """
-    settings = config or Config()
+    settings = config or getattr(app, "settings", None) or Config()
     where = {"sockets": sockets} if sockets else {"host": host, "port": port}
     server = waitress.create_server(
         proxies.trusting(app, settings.trusted_proxy, settings.trusted_proxy_count), **where,
