@@ -21,6 +21,9 @@ from . import models
 from .config import Config
 
 
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
 @dataclass
 class Worker:
     """What one worker process needs beyond the config: its socket and its place."""
@@ -83,6 +86,10 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     share = worker_config(config, workers)
     ready_read, ready_write = os.pipe()
     children: list[int] = []
+    sys.stdout.flush()
+    sys.stderr.flush()  # nothing buffered may be written twice, by a worker too
+    # Held back until each process has its own handlers: a SIGTERM in between is delivered after.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     for index in range(workers):
         pid = os.fork()
         if pid == 0:  # the worker
@@ -105,6 +112,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         started = _read_ready(ready_read, workers)
         if started < workers and not stopping:
@@ -135,12 +143,15 @@ def _run_worker(config: Config, host: str, port: int, worker: Worker, reservatio
     try:
         reservation.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us in order
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, _stop_worker)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         worker.socket = reuse_port_socket(host, port)
         server.serve(config, host, port, announce=worker.ready, worker=worker)
     except server.ListenError as exc:
         print(f"emissions: worker {worker.index}: {exc}", file=sys.stderr, flush=True)
         status = 1
+    except SystemExit:  # stopped before it served
+        pass
     except BaseException:
         traceback.print_exc()
         status = 1
@@ -148,6 +159,10 @@ def _run_worker(config: Config, host: str, port: int, worker: Worker, reservatio
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
+
+
+def _stop_worker(signum, frame):
+    raise SystemExit(0)  # before server.serve has its own handler: leave through the cleanup
 
 
 def _read_ready(pipe: int, expected: int) -> int:

@@ -119,6 +119,18 @@ def test_a_silent_connection_is_closed_after_channel_timeout(tmp_path, monkeypat
         sock.close()
 
 
+def test_the_server_settings_documented_in_operations_are_the_defaults(monkeypatch):
+    from test_operations import documented_configuration, variables_read_in_config
+
+    for name in variables_read_in_config():
+        monkeypatch.delenv(name, raising=False)
+    defaults = Config.from_env()
+    documented = documented_configuration()
+    for name in ("WORKERS", "CONNECTION_LIMIT", "CHANNEL_TIMEOUT", "BACKLOG", "TRUSTED_PROXY_COUNT", "RETENTION_DAYS"):
+        assert int(documented[name].strip(" `")) == getattr(defaults, name.lower()), name
+    assert documented["TRUSTED_PROXY"].strip() == "unset" and defaults.trusted_proxy == ()
+
+
 @pytest.mark.parametrize("name, value, message", [
     ("CONNECTION_LIMIT", "0", "CONNECTION_LIMIT must be at least 1"),
     ("CHANNEL_TIMEOUT", "soon", "CHANNEL_TIMEOUT must be an integer"),
