@@ -300,6 +300,21 @@ def test_after_a_410_webhook_set_resumes_delivery_and_redeliver_sends_what_was_s
         .order_by(WebhookEvent.delivered_at)]
 
 
+@pytest.mark.on_both
+def test_an_attempt_answered_with_an_error_status_records_it_as_one_phrase(client, acme, config):
+    receiver = Receiver(statuses=[503, 302])
+    try:
+        webhooks.set_endpoint(acme.org.id, "test", receiver.url)
+        post_calculation(client, acme, status=201)
+        worker = webhooks.Deliverer(config.with_(webhook_retry_schedule=(0, 0)))
+        assert worker.run_once()["succeeded"] == 1
+        worker.close()
+    finally:
+        receiver.close()
+    assert [(a.status_code, a.error) for a in WebhookAttempt.select().order_by(WebhookAttempt.number)] == [
+        (503, "HTTP 503"), (302, "HTTP 302"), (200, None)]
+
+
 # --- SECRET_KEY --------------------------------------------------------------------------------------
 
 def test_serve_warns_once_when_secret_key_is_unset_while_live_keys_exist(ok, emissions, capsys):
