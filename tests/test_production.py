@@ -303,7 +303,8 @@ def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(live_server, a
 
 @pytest.mark.on_both
 @pytest.mark.parametrize("cargo, distance, factor_value", [
-    ("1.5E-400", "320", None), ("0.0000001", "1", None), ("0.000001", "0.5", None), ("0.001", "0.001", "0.1"),
+    ("1.5E-400", "320", None), ("0.0000001", "1", None), ("0.000001", "0.5", None), ("0.0000005", "1", None),
+    ("0.001", "0.001", "0.1"),
 ])
 def test_a_calculation_that_would_round_to_zero_is_a_422_with_field_details(client, acme, cargo, distance,
                                                                              factor_value):
