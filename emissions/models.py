@@ -133,6 +133,9 @@ class SqliteDatabase(pw.SqliteDatabase):
     """
 
     WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
+    # Set by `emissions serve --workers N` (workers.WriterFileLock): the workers' writers then also
+    # queue on a file lock, which hands over the moment it is free (the busy handler sleeps on).
+    across_processes = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -146,6 +149,8 @@ class SqliteDatabase(pw.SqliteDatabase):
             raise pw.OperationalError("database is locked: this process's other writers held it too long")
         self._holding.lock = True
         try:
+            if self.across_processes is not None:
+                self.across_processes.acquire()
             super().begin(lock_type)
         except BaseException:
             self._release()
@@ -164,6 +169,8 @@ class SqliteDatabase(pw.SqliteDatabase):
     def _release(self) -> None:
         if getattr(self._holding, "lock", False):
             self._holding.lock = False
+            if self.across_processes is not None:
+                self.across_processes.release()
             self._writer.release()
 
 

@@ -8,6 +8,7 @@ service manager to restart the whole (docs/operations.md, "Several workers").
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -16,6 +17,8 @@ import socket
 import sys
 import traceback
 from dataclasses import dataclass
+
+from playhouse import db_url
 
 from . import models
 from .config import Config
@@ -40,6 +43,32 @@ class Worker:
         """Tell the parent that this worker is listening."""
         os.write(self.ready_pipe, b".")
         os.close(self.ready_pipe)
+
+
+class WriterFileLock:
+    """An exclusive flock() on a file beside the SQLite database, held by one worker's writer at a time.
+
+    Between processes SQLite's busy handler makes a writer sleep and retry (1 ms, 2 ms, 5 ms, ...), so
+    a worker that met another's transaction idles on after it ended; a blocked flock() returns the
+    moment the lock is free. The kernel drops the lock of a process that dies.
+    """
+
+    def __init__(self, path: str):
+        self.descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def acquire(self) -> None:
+        fcntl.flock(self.descriptor, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+
+
+def share_writer_lock(database_url: str) -> None:
+    """Make this worker's SQLite writers queue with the other workers' (nothing to do on PostgreSQL)."""
+    if database_url.startswith("sqlite"):
+        path = db_url.parse(database_url)["database"]
+        if path and path != ":memory:":
+            models.SqliteDatabase.across_processes = WriterFileLock(f"{path}-writers.lock")
 
 
 def worker_config(config: Config, workers: int) -> Config:
@@ -146,6 +175,7 @@ def _run_worker(config: Config, host: str, port: int, worker: Worker, reservatio
         signal.signal(signal.SIGTERM, _stop_worker)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         worker.socket = reuse_port_socket(host, port)
+        share_writer_lock(config.database_url)
         server.serve(config, host, port, announce=worker.ready, worker=worker)
     except server.ListenError as exc:
         print(f"emissions: worker {worker.index}: {exc}", file=sys.stderr, flush=True)

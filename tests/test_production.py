@@ -182,6 +182,19 @@ def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monk
         assert not Path(f"/proc/{second}").exists()
 
 
+def test_the_workers_writer_lock_is_held_by_one_at_a_time(tmp_path):
+    import fcntl
+
+    first = workers.WriterFileLock(str(tmp_path / "db.sqlite3-writers.lock"))
+    second = workers.WriterFileLock(str(tmp_path / "db.sqlite3-writers.lock"))  # another open, as another worker's
+    first.acquire()
+    with pytest.raises(BlockingIOError):
+        fcntl.flock(second.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    first.release()
+    second.acquire()
+    second.release()
+
+
 def test_each_worker_takes_its_share_of_the_rate_limit():
     config = Config(rate_limit_per_second=100.0, rate_limit_burst=200)
     share = workers.worker_config(config, 2)
