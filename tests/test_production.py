@@ -171,6 +171,25 @@ def test_two_workers_share_the_port_and_sigterm_stops_them_all(tmp_path, monkeyp
             assert not Path(f"/proc/{pid}").exists()
 
 
+def test_with_two_workers_every_event_is_delivered_once(tmp_path, monkeypatch):
+    from webhook_receiver import Receiver
+
+    receiver = Receiver()
+    try:
+        with serving(tmp_path, monkeypatch, "--workers", "2", WEBHOOK_POLL_SECONDS="0.1") as (process, url, key):
+            cli_json("webhook", "set", "--org", "acme", "--env", "test", "--url", receiver.url)
+            for number in range(6):
+                assert calculate(url, key, f"hooked-{number}").status_code == 201
+            assert receiver.wait_for(6)
+            time.sleep(1)  # sequencing only: ten more polls, in which a second deliverer would send again
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=30)
+    finally:
+        receiver.close()
+    ids = [received.event_id for received in receiver.received]
+    assert len(ids) == len(set(ids)) == 6
+
+
 def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
     with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
         first, second = children_of(process.pid)
