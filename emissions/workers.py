@@ -82,14 +82,15 @@ def worker_config(config: Config, workers: int) -> Config:
                         rate_limit_burst=math.ceil(burst / workers) if burst else 0)
 
 
-def reuse_port_socket(host: str, port: int) -> socket.socket:
+def reuse_port_socket(host: str, port: int, reuse_port: bool = True) -> socket.socket:
     """A TCP socket bound to host:port with SO_REUSEPORT (several may bind the same port)."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                          flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)
@@ -105,6 +106,8 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     from . import server
 
     try:
+        if port:  # taken by anyone, even another `serve --workers`, is taken: never share a port by accident
+            reuse_port_socket(host, port, reuse_port=False).close()
         reservation = reuse_port_socket(host, port)
     except (OSError, UnicodeError) as exc:
         raise server.ListenError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None

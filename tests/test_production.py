@@ -190,6 +190,15 @@ def test_with_two_workers_every_event_is_delivered_once(tmp_path, monkeypatch):
     assert len(ids) == len(set(ids)) == 6
 
 
+def test_a_second_server_with_workers_cannot_share_the_port_by_accident(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+        port = url.rsplit(":", 1)[1]
+        second = subprocess.run([str(EMISSIONS), "serve", "--workers", "2", "--port", port], capture_output=True,
+                                text=True, timeout=30, env={**os.environ, "WEBHOOK_POLL_SECONDS": "60"})
+        assert (second.returncode, second.stdout) == (1, "")
+        assert second.stderr == f"emissions: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
 def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
     with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
         first, second = children_of(process.pid)
