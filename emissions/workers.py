@@ -8,6 +8,7 @@ service manager to restart the whole (docs/operations.md, "Several workers").
 """
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import json
 import math
@@ -122,11 +123,12 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     sys.stderr.flush()  # nothing buffered may be written twice, by a worker too
     # Held back until each process has its own handlers: a SIGTERM in between is delivered after.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    parent = os.getpid()
     for index in range(workers):
         pid = os.fork()
         if pid == 0:  # the worker
             os.close(ready_read)
-            _run_worker(share, host, port, Worker(index, None, ready_write), reservation)
+            _run_worker(share, host, port, Worker(index, None, ready_write), reservation, parent)
         children.append(pid)
     os.close(ready_write)
     stopping = unexpected = False
@@ -167,12 +169,27 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)
 
 
-def _run_worker(config: Config, host: str, port: int, worker: Worker, reservation: socket.socket) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Have the kernel send this worker SIGTERM when the parent dies, even killed outright (SIGKILL, OOM)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the service manager stops the process group
+        return
+    if os.getppid() != parent:  # it died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_worker(config: Config, host: str, port: int, worker: Worker, reservation: socket.socket,
+                parent: int) -> None:
     """The body of a forked worker: serve on its own socket, then leave without returning."""
     from . import server
 
     status = 0
     try:
+        _stop_with_parent(parent)
         reservation.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us in order
         signal.signal(signal.SIGTERM, _stop_worker)

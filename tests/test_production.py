@@ -58,8 +58,12 @@ def serving(tmp_path, monkeypatch, *argv, **env):
         yield process, f"http://127.0.0.1:{port}", key
     finally:
         if process.poll() is None:
-            process.kill()
-            process.communicate()
+            process.terminate()  # the parent stops its workers, which hold the output pipes too
+            try:
+                process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate(timeout=30)
 
 
 def calculate(url: str, key: str, idempotency_key: str, timeout: float = 10, **overrides) -> requests.Response:
@@ -197,6 +201,20 @@ def test_a_second_server_with_workers_cannot_share_the_port_by_accident(tmp_path
                                 text=True, timeout=30, env={**os.environ, "WEBHOOK_POLL_SECONDS": "60"})
         assert (second.returncode, second.stdout) == (1, "")
         assert second.stderr == f"emissions: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_workers_stop_when_their_parent_is_killed_outright(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+        pids = children_of(process.pid)
+        process.kill()
+        process.communicate(timeout=30)  # returns once every worker has closed the output pipes: gone
+        for pid in pids:
+            for _ in range(100):
+                if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"worker {pid} outlived its parent")
 
 
 def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
