@@ -50,7 +50,7 @@ def main() -> int:
     try:
         for workers in (1, 2):
             database_url = f"sqlite:///{workdir / f'workers-{workers}.sqlite3'}"
-            env = run.service_env(database_url, config.default_threads(database_url), log_requests="false")
+            env = {**run.service_env(database_url, config.default_threads(database_url)), "LOG_REQUESTS": "false"}
             key = run.seed(env)
             process, url = run.start([str(run.BIN / "emissions"), "serve", "--port", "0", "--workers", str(workers)],
                                      env, workdir / f"workers-{workers}.log")

@@ -16,9 +16,11 @@ import os
 import signal
 import socket
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 
+import peewee as pw
 from playhouse import db_url
 
 from . import models
@@ -46,22 +48,51 @@ class Worker:
         os.close(self.ready_pipe)
 
 
-class WriterFileLock:
-    """An exclusive flock() on a file beside the SQLite database, held by one worker's writer at a time.
+class SharedWriterDatabase(pw.SqliteDatabase):
+    """SQLite whose write transactions first take an exclusive flock() of a file beside the database.
 
-    Between processes SQLite's busy handler makes a writer sleep and retry (1 ms, 2 ms, 5 ms, ...), so
-    a worker that met another's transaction idles on after it ended; a blocked flock() returns the
-    moment the lock is free. The kernel drops the lock of a process that dies.
+    Between processes, SQLite's busy handler makes a writer sleep and retry (1 ms, 2 ms, 5 ms, ...),
+    so a worker that met another's transaction idles on after it ended; a blocked flock() returns
+    the moment the lock is free. Each thread locks through a descriptor of its own (a flock belongs
+    to an open file, so two threads sharing one would both hold it). The kernel drops the lock of a
+    process that dies.
     """
 
-    def __init__(self, path: str):
-        self.descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
+    lock_path: str | None = None
 
-    def acquire(self) -> None:
-        fcntl.flock(self.descriptor, fcntl.LOCK_EX)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._writer = threading.local()
 
-    def release(self) -> None:
-        fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+    def begin(self, lock_type=None):
+        if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES or not self.lock_path:
+            return super().begin(lock_type)
+        descriptor = getattr(self._writer, "descriptor", None)
+        if descriptor is None:
+            descriptor = self._writer.descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        self._writer.holding = True
+        try:
+            super().begin(lock_type)
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self):
+        super().commit()  # when COMMIT fails the transaction is still open: rollback() releases
+        self._release()
+
+    def rollback(self):
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if getattr(self._writer, "holding", False):
+            self._writer.holding = False
+            fcntl.flock(self._writer.descriptor, fcntl.LOCK_UN)
 
 
 def share_writer_lock(database_url: str) -> None:
@@ -69,7 +100,8 @@ def share_writer_lock(database_url: str) -> None:
     if database_url.startswith("sqlite"):
         path = db_url.parse(database_url)["database"]
         if path and path != ":memory:":
-            models.SqliteDatabase.across_processes = WriterFileLock(f"{path}-writers.lock")
+            SharedWriterDatabase.lock_path = f"{path}-writers.lock"
+            models.SQLITE_DATABASE = SharedWriterDatabase
 
 
 def worker_config(config: Config, workers: int) -> Config:

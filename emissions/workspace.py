@@ -20,6 +20,7 @@ from . import webhooks
 from .errors import LimitReached
 from .limits import RateLimiter
 from .models import ApiKey, Customer, Organization, SCOPES, User, db, utcnow
+from .replies import Reply
 
 COOKIE = "emissions_session"
 SESSION_HOURS = 8
@@ -133,7 +134,6 @@ NAV = ('<p><a href="/workspace/keys">API keys</a> · <a href="/workspace/custome
 
 
 def _reply(content: str, status: int = 200, headers: dict | None = None):
-    from .app import Reply  # the workspace shares the app's response finishing
     return Reply(content, status, {**HTML_HEADERS, **(headers or {})})
 
 

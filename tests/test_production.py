@@ -228,17 +228,40 @@ def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monk
         assert not Path(f"/proc/{second}").exists()
 
 
-def test_the_workers_writer_lock_is_held_by_one_at_a_time(tmp_path):
+def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
     import fcntl
+    import threading
 
-    first = workers.WriterFileLock(str(tmp_path / "db.sqlite3-writers.lock"))
-    second = workers.WriterFileLock(str(tmp_path / "db.sqlite3-writers.lock"))  # another open, as another worker's
-    first.acquire()
-    with pytest.raises(BlockingIOError):
-        fcntl.flock(second.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    first.release()
-    second.acquire()
-    second.release()
+    workers.SharedWriterDatabase.lock_path = str(tmp_path / "db.sqlite3-writers.lock")
+    try:
+        database = workers.SharedWriterDatabase(str(tmp_path / "db.sqlite3"), lock_type="IMMEDIATE")
+        probe = os.open(workers.SharedWriterDatabase.lock_path, os.O_RDWR | os.O_CREAT)  # as another worker's
+        held = []
+
+        def try_lock():
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(probe, fcntl.LOCK_UN)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+
+        with database.atomic():
+            database.execute_sql("CREATE TABLE t (x)")
+            try_lock()
+        try_lock()
+        with pytest.raises(ZeroDivisionError), database.atomic():
+            try_lock()
+            1 / 0
+        try_lock()
+        reader = threading.Thread(target=lambda: database.execute_sql("SELECT count(*) FROM t").fetchone())
+        reader.start()
+        reader.join()
+        assert held == [True, False, True, False]
+        os.close(probe)
+        database.close()
+    finally:
+        workers.SharedWriterDatabase.lock_path = None
 
 
 def test_each_worker_takes_its_share_of_the_rate_limit():
