@@ -161,7 +161,7 @@ def _field(form: dict, name: str) -> str:
 
 
 def _cookie(token: str, max_age: int) -> str:
-    secure = "; Secure" if bottle.request.urlparts.scheme == "https" else ""
+    secure = "; Secure" if bottle.request.environ.get("wsgi.url_scheme") == "https" else ""
     return f"{COOKIE}={token}; Path=/workspace; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
 
 
@@ -252,7 +252,7 @@ class Workspace:
             return self.login_page(str(exc), 400)
         email = _field(form, "email").strip().lower()
         try:
-            self.attempts_by_address.check(bottle.request.remote_addr or "")
+            self.attempts_by_address.check(bottle.request.environ.get("REMOTE_ADDR") or "")
             self.attempts_by_email.check(email)
         except LimitReached as limit:
             return self.login_page(f"Too many sign-in attempts; try again in {limit.retry_after} seconds.", 429,
