@@ -29,7 +29,7 @@
 <section class="panel" aria-labelledby="chart-title">
   <div class="panelhead">
     <h2 id="chart-title">Calculations per day</h2>
-    <p class="muted small">Last 30 days, UTC · {{number(sum(day.count for day in days))}} in total · hover or focus a day for its kgCO2e</p>
+    <p class="muted small">Last 30 days, UTC · {{number(sum(day.count for day in days))}} in total · hover a day for its kgCO2e</p>
   </div>
   <div class="chartbox">{{!chart}}</div>
 </section>

@@ -17,6 +17,7 @@ from decimal import Decimal
 import peewee as pw
 
 from .. import limits
+from ..jsoncodec import decimal_text
 from ..models import (EXACT_SUM, Calculation, Customer, Factor, Organization, WebhookAttempt, WebhookEvent,
                       is_postgres, isoformat, utcnow)
 
@@ -192,8 +193,9 @@ def _after(query, cursor: tuple[dt.datetime, str] | None):
                        | ((Calculation.created_at == moment) & (Calculation.id < calculation_id)))
 
 
-def page(organization_id: int, environment: str, filters: Filters, cursor=None, size: int = PAGE_SIZE):
+def page(organization_id: int, environment: str, filters: Filters, cursor=None, size: int | None = None):
     """One page, newest first, and the cursor of the next page (None on the last)."""
+    size = size or PAGE_SIZE
     query = _filtered(organization_id, environment, filters)
     if query is None:
         return [], None
@@ -221,8 +223,9 @@ def csv_lines(organization_id: int, environment: str, filters: Filters):
         for row in rows:
             writer.writerow((row.id, isoformat(row.created_at), environment, _cell(row.customer_reference),
                              _cell(row.external_reference), row.mode, row.business_context,
-                             row.activity_date.isoformat(), row.cargo_tonnes, row.distance_km, row.activity_tkm,
-                             row.emissions_kg, _cell(row.factor_reference), row.factor_version))
+                             row.activity_date.isoformat(), *(decimal_text(value) for value in (
+                                 row.cargo_tonnes, row.distance_km, row.activity_tkm, row.emissions_kg)),
+                             _cell(row.factor_reference), row.factor_version))
         if rows:
             yield buffer.getvalue()
         if len(rows) < CSV_BATCH:

@@ -510,7 +510,7 @@ class Workspace:
         org = session.organization
         kept = {"name": _field(form, "name"), "environment": _field(form, "environment"),
                 "scopes": form.get("scopes", []), "expires_on": _field(form, "expires_on")}
-        name = kept["name"].strip()[:200]
+        name = kept["name"][:200]
         if customers.has_control_character(name):  # the rule for customer names
             return self.keys_page(error="The key was not created: name must not contain line breaks or other "
                                         "control characters.", status=400, form=kept)
@@ -523,7 +523,7 @@ class Workspace:
                                       status=400, form=kept)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         try:
-            key, plain = auth.create_key(org, kept["environment"], kept["scopes"], self.secret, name=name,
+            key, plain = auth.create_key(org, kept["environment"], kept["scopes"], self.secret, name=name.strip(),
                                          expires_at=expires_at)
         except ValueError as exc:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400, form=kept)
