@@ -70,7 +70,7 @@ class Hasher:
     """Runs scrypt on a small pool of its own, never on more than `workers` threads at once, with at
     most `queue` more waiting; beyond that it refuses at once (HashingBusy) instead of queueing."""
 
-    def __init__(self, workers: int = 2, queue: int = 4, timeout: float = 10.0):
+    def __init__(self, workers: int = 1, queue: int = 2, timeout: float = 10.0):
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password-hash")
         self._slots = threading.BoundedSemaphore(workers + queue)
         self.timeout = timeout

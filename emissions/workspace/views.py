@@ -79,6 +79,17 @@ HELPERS = {"number": _number, "kg": _kg, "when": _when, "day": _day,
            "query_of": lambda filters: urlencode(filters.query_string())}
 
 
+def pretty_json(value, depth: int = 0) -> str:
+    """JSON indented for reading, numbers exactly as stored (jsoncodec reads them as Decimal)."""
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict) and value:
+        return "{\n" + ",\n".join(f"{inner}{jsoncodec.dumps(key)}: {pretty_json(item, depth + 1)}"
+                                   for key, item in value.items()) + f"\n{pad}}}"
+    if isinstance(value, list) and value:
+        return "[\n" + ",\n".join(inner + pretty_json(item, depth + 1) for item in value) + f"\n{pad}]"
+    return jsoncodec.dumps(value)
+
+
 def render(name: str, status: int = 200, headers: dict | None = None, **values) -> str:
     """A template from emissions/templates, auto-escaped, in the layout."""
     _headers(status, headers)
@@ -361,7 +372,7 @@ class Workspace:
         row, body = found
         events = insights.events_of(session.organization.id, session.environment, row)
         return render("calculation", title="Calculation", calculation=body,
-                      pretty=json.dumps(body, indent=2, ensure_ascii=False), events=events,
+                      pretty=pretty_json(jsoncodec.loads(row.body)), events=events,
                       attempts=insights.attempts_of(events), **self.chrome(session, "calculations"))
 
     # Customers.
@@ -401,8 +412,8 @@ class Workspace:
         recent, _ = insights.page(session.organization.id, session.environment,
                                   insights.Filters(customer=reference), size=10)
         return render("customer", status, title=found["name"], customer=found, analytics=found["analytics"],
-                      api_json=json.dumps(json.loads(customers.analytics_json(
-                          session.organization.id, session.environment, reference)), indent=2),
+                      api_json=pretty_json(jsoncodec.loads(customers.analytics_json(
+                          session.organization.id, session.environment, reference))),
                       recent=recent, error=error, form=form or {}, **self.chrome(session, "customers"))
 
     @form_post
