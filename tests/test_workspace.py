@@ -413,6 +413,13 @@ def test_workspace_pages_are_html_never_cached_and_framed_by_nobody(client, acme
     assert not [name for name in page.headers if name.lower().startswith("access-control")]
 
 
+def test_an_unknown_workspace_path_is_an_html_page_not_the_apis_json(client, acme_user):
+    page = client.get("/workspace/usage", status=404)
+    assert page.headers["Content-Type"].startswith("text/html") and "Page not found" in page.text
+    sign_in(client)
+    assert "Sign out" in client.get("/workspace/usage", status=404).text
+
+
 def test_the_stylesheet_and_script_are_served_from_the_package(client):
     assert "--accent" in client.get("/workspace/static/workspace.css").text
     assert "clipboard" in client.get("/workspace/static/workspace.js").text

@@ -623,6 +623,13 @@ class Workspace:
         self.flash.put(fresh, "notice", {"text": "Password changed. Your other sessions were signed out."})
         return redirect("/workspace/team", {"Set-Cookie": _cookie(COOKIE, token, accounts.SESSION_HOURS * 3600)})
 
+    def not_found(self, rest: str):
+        """Any other workspace path: a page a person can read, not the API's JSON 404."""
+        session = self.session()
+        chrome = self.chrome(session, "") if session else {}
+        return render("error", 404, title="Page not found", message="There is no workspace page at this address.",
+                      request_id=_request_id(), **chrome)
+
     # Audit.
 
     @signed_in
@@ -679,4 +686,5 @@ def routes(app, secret: bytes) -> Workspace:
     route("/workspace/team/<user_id>/remove", "POST", workspace.remove_user)
     route("/workspace/password", "POST", workspace.change_password)
     route("/workspace/audit", "GET", workspace.audit_page)
+    route("/workspace/<rest:path>", "GET", workspace.not_found)
     return workspace
