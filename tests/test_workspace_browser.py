@@ -18,7 +18,7 @@ from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import ApiKey, Organization, User
-from conftest import LiveServer, logistics_body, make_customer, make_factor
+from conftest import POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url
 from webhook_receiver import Receiver
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
@@ -49,10 +49,16 @@ class Site:
         return requests.get(f"{self.url}{path}", headers={"Authorization": f"Bearer {self.key}"}, timeout=10).json()
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    config = Config(database_url=f"sqlite:///{tmp_path_factory.mktemp('browser') / 'workspace.sqlite3'}",
-                    log_requests=False, rate_limit_per_second=0, key_cache_seconds=0, webhook_poll_seconds=0.1,
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def site(request, tmp_path_factory):
+    """The workspace served from SQLite, then from PostgreSQL (where TEST_DATABASE_URL is set)."""
+    if request.param == "postgres":
+        if not POSTGRES_URL:
+            pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
+        database_url = postgres_schema_url(POSTGRES_URL)
+    else:
+        database_url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'workspace.sqlite3'}"
+    config = Config(database_url=database_url, log_requests=False, rate_limit_per_second=0, key_cache_seconds=0, webhook_poll_seconds=0.1,
                     webhook_retry_schedule=(1, 1))
     app = create_app(config)
     org = Organization.create(slug="acme", name="Acme Logistics")
