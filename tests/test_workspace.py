@@ -76,6 +76,13 @@ def test_a_sign_in_without_the_forms_csrf_token_is_refused(client, acme_user):
     assert WorkspaceSession.select().count() == 0
 
 
+def test_a_sign_in_form_opened_in_two_tabs_signs_in_from_either(client, acme_user):
+    first, second = client.get("/workspace/login"), client.get("/workspace/login")
+    assert csrf_token(first) == csrf_token(second)
+    client.post("/workspace/login", {"csrf": csrf_token(first), "email": "ops@acme.example", "password": PASSWORD},
+                status=303)
+
+
 def test_a_wrong_password_or_unknown_email_gets_the_same_answer(client, acme_user):
     wrong = sign_in(client, password="not the password", status=401)
     unknown = sign_in(client, email="nobody@acme.example", status=401)

@@ -249,7 +249,10 @@ class Workspace:
     # Sign-in and out.
 
     def login_page(self, error: str = "", status: int = 200, email: str = "", headers: dict | None = None):
-        token = secrets.token_urlsafe(24)
+        # The form's token is kept while its cookie lasts, so a second open tab still signs in.
+        token = bottle.request.get_cookie(SIGN_IN_COOKIE) or ""
+        if not re.fullmatch(r"[A-Za-z0-9_-]{32}", token):
+            token = secrets.token_urlsafe(24)
         cookie = _cookie(SIGN_IN_COOKIE, token, 3600, path="/workspace/login")
         return render("login", status, {"Set-Cookie": cookie, **(headers or {})}, title="Sign in", error=error,
                       email=email, csrf=token)
