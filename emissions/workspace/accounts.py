@@ -10,7 +10,7 @@ import re
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import jwt
 import peewee as pw
@@ -74,8 +74,10 @@ class Hasher:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password-hash")
         self._slots = threading.BoundedSemaphore(workers + queue)
         self.timeout = timeout
+        self.capacity = workers + queue
 
-    def run(self, function, *args):
+    def submit(self, function, *args) -> Future:
+        """Start function(*args) on the pool, or raise HashingBusy when every slot is taken."""
         if not self._slots.acquire(blocking=False):
             raise HashingBusy()
         try:
@@ -84,7 +86,11 @@ class Hasher:
             self._slots.release()
             raise
         future.add_done_callback(lambda _: self._slots.release())
-        return future.result(timeout=self.timeout)
+        return future
+
+    def run(self, function, *args):
+        """submit() and wait for the answer (the calling thread waits; it does not hash)."""
+        return self.submit(function, *args).result(timeout=self.timeout)
 
     def hash(self, password: str) -> str:
         return self.run(hash_password, password)
@@ -134,13 +140,19 @@ def find_user(email: str) -> User | None:
     return User.get_or_none(User.email == email)
 
 
-def authenticate_user(email: str, password: str, hasher=Inline) -> User | None:
-    """The user whose email and password these are, or None (an unknown email costs the same time)."""
+def password_check(email: str, password: str) -> tuple[User | None, tuple[str, str]]:
+    """The user of this email (or None) and the (password, stored hash) to check: an unknown email is
+    checked against a dummy hash, so that it costs the same time as a wrong password."""
     user = find_user(email)
     if user is None or len(password) > MAX_PASSWORD:
-        hasher.check(password[:MAX_PASSWORD], _DUMMY_HASH)
-        return None
-    return user if hasher.check(password, user.password_hash) else None
+        return None, (password[:MAX_PASSWORD], _DUMMY_HASH)
+    return user, (password, user.password_hash)
+
+
+def authenticate_user(email: str, password: str, hasher=Inline) -> User | None:
+    """The user whose email and password these are, or None."""
+    user, (candidate, stored) = password_check(email, password)
+    return user if hasher.check(candidate, stored) and user is not None else None
 
 
 def set_password(user: User, password: str, hasher=Inline) -> None:

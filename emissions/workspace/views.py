@@ -31,6 +31,7 @@ from .accounts import HashingBusy, Session, WorkspaceError
 
 COOKIE = "emissions_session"
 SIGN_IN_COOKIE = "emissions_sign_in"  # the sign-in form's CSRF token (double submit: cookie and field)
+PENDING_COOKIE = "emissions_sign_in_pending"  # the ticket of a sign-in whose password is being checked
 MAX_FORM_BYTES = 16 * 1024
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -182,6 +183,36 @@ class Flash:
         return found[1] if found and found[0] >= self.clock() else None
 
 
+class PendingSignIns:
+    """Sign-ins whose password check runs on the hashing pool, by the random ticket in the browser's
+    cookie; kept in this process for a minute at most (docs/workspace.md, "Sign-in and sessions")."""
+
+    SECONDS = 60
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, future, user_id: int | None, email: str, address: str) -> str:
+        ticket = secrets.token_urlsafe(24)
+        with self._lock:
+            now = self.clock()
+            while self._items and next(iter(self._items.values()))[0] < now:
+                self._items.popitem(last=False)
+            self._items[ticket] = (now + self.SECONDS, future, user_id, email, address)
+        return ticket
+
+    def get(self, ticket: str):
+        with self._lock:
+            found = self._items.get(ticket)
+        return found if found and found[0] >= self.clock() else None
+
+    def forget(self, ticket: str) -> None:
+        with self._lock:
+            self._items.pop(ticket, None)
+
+
 # --- the pages -----------------------------------------------------------------------------------
 
 def signed_in(handler):
@@ -221,7 +252,7 @@ class Workspace:
     """Handlers for /workspace."""
 
     def __init__(self, sessions: accounts.Sessions, secret: bytes, *, allow_private_live: bool = False,
-                 test_capacity: int = 10_000, hasher=None, throttle=None):
+                 test_capacity: int = 10_000, hasher=None, throttle=None, serving_threads: int = 8):
         self.sessions = sessions
         self.secret = secret
         self.allow_private_live = allow_private_live
@@ -229,6 +260,11 @@ class Workspace:
         self.hasher = hasher or accounts.Hasher()
         self.throttle = throttle or accounts.SignInThrottle()
         self.flash = Flash()
+        self.pending = PendingSignIns()
+        # A sign-in may wait for its password check on a serving thread only while the hashing pool
+        # cannot hold every serving thread waiting; with fewer threads (SQLite's default is one) it
+        # answers at once and the browser picks the result up from /workspace/login/wait.
+        self.wait_inline = serving_threads > self.hasher.capacity
 
     def session(self) -> Session | None:
         return self.sessions.read(bottle.request.get_cookie(COOKIE))
@@ -273,12 +309,33 @@ class Workspace:
         if wait:
             return self.login_page(f"Too many sign-in attempts; try again in {wait} seconds.", 429, email,
                                    {"Retry-After": str(wait)})
+        user, (candidate, stored) = accounts.password_check(email, _field(form, "password"))
         try:
-            user = accounts.authenticate_user(email, _field(form, "password"), self.hasher)
+            future = self.hasher.submit(accounts.check_password, candidate, stored)
         except HashingBusy as busy:
             return self.login_page("Signing in is busy; try again in a moment.", 429, email,
                                    {"Retry-After": str(busy.retry_after)})
-        if user is None or user.organization.status != "active":
+        if self.wait_inline:
+            return self._signed_in(future.result(timeout=self.hasher.timeout) and user, email, address)
+        ticket = self.pending.add(future, user.id if user else None, email, address)
+        return redirect("/workspace/login/wait", {"Set-Cookie": _cookie(PENDING_COOKIE, ticket, PendingSignIns.SECONDS,
+                                                                        path="/workspace/login")})
+
+    def login_wait(self):
+        """Where a sign-in picks up its password check: still running, a page that looks again at once."""
+        ticket = bottle.request.get_cookie(PENDING_COOKIE) or ""
+        found = self.pending.get(ticket)
+        if found is None:
+            return self.login_page("The sign-in was interrupted; please sign in again.", 400)
+        _, future, user_id, email, address = found
+        if not future.done():
+            return render("signing_in", 200, {"Refresh": "0"})
+        self.pending.forget(ticket)
+        user = User.get_or_none(User.id == user_id) if user_id is not None and future.result() else None
+        return self._signed_in(user, email, address)
+
+    def _signed_in(self, user, email: str, address: str):
+        if not user or user.organization.status != "active":
             return self.login_page("Email or password is not right.", 401, email)
         self.throttle.succeeded(email, address)
         token = self.sessions.issue(user)
@@ -658,7 +715,7 @@ def routes(app, secret: bytes) -> Workspace:
     """The workspace's part of the URL map (its pages answer HTML, outside the API's plugin)."""
     workspace = Workspace(accounts.Sessions(secret), secret,
                           allow_private_live=app.settings.webhook_allow_private_live,
-                          test_capacity=app.settings.test_capacity)
+                          test_capacity=app.settings.test_capacity, serving_threads=app.settings.serving_threads)
 
     def route(path, method, handler):
         app.route(path, method, guarded(handler), skip=True)
@@ -667,6 +724,7 @@ def routes(app, secret: bytes) -> Workspace:
     route("/workspace/static/<name>", "GET", workspace.static)
     route("/workspace/login", "GET", workspace.login_page)
     route("/workspace/login", "POST", workspace.login)
+    route("/workspace/login/wait", "GET", workspace.login_wait)
     route("/workspace/logout", "POST", workspace.logout)
     route("/workspace/environment", "POST", workspace.switch_environment)
     route("/workspace/calculations", "GET", workspace.calculations_page)
