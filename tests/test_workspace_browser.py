@@ -3,7 +3,6 @@ server, a real webhook delivery worker and a real local receiver. Skipped where 
 (`.ci/run` installs it); Playwright never downloads a browser of its own here."""
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 import threading
 
@@ -11,7 +10,6 @@ import pytest
 import requests
 
 from emissions import auth
-from emissions import factors
 from emissions import models
 from emissions import webhooks
 from emissions import workspace

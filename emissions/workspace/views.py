@@ -23,7 +23,7 @@ from .. import auth
 from .. import customers
 from .. import jsoncodec
 from .. import webhooks
-from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, isoformat, utcnow
+from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, utcnow
 from . import accounts
 from . import chart
 from . import insights
