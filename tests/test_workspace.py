@@ -486,6 +486,19 @@ def test_a_customer_added_in_the_workspace_is_readable_through_the_api(client, a
                              "country_code": "DE", "analytics": None}
 
 
+def test_the_customer_list_pages_by_reference(client, app, acme_user, monkeypatch):
+    from emissions.workspace import views
+    monkeypatch.setattr(views, "CUSTOMERS_PAGE", 2)
+    for reference in ("cust-2", "cust-3"):
+        make_customer(acme_user, reference)
+    sign_in(client)
+    first = client.get("/workspace/customers")
+    assert re.findall(r'href="/workspace/customers/([^"]+)"', first.text) == ["cust-1", "cust-2"]
+    second = first.click("Next")
+    assert re.findall(r'href="/workspace/customers/([^"]+)"', second.text) == ["cust-3"]
+    assert "Next" not in second.text
+
+
 def test_a_bad_customer_is_refused_with_the_reason_and_the_form_kept(client, acme_user):
     sign_in(client)
     page = client.get("/workspace/customers")

@@ -21,6 +21,16 @@
 % else:
   <div class="empty"><p>No customers in the {{environment}} environment yet.</p></div>
 % end
+% if paged or next_url:
+  <div class="pager">
+%   if paged:
+    <a href="/workspace/customers" class="button">First</a>
+%   end
+%   if next_url:
+    <a href="{{next_url}}" class="button" rel="next">Next</a>
+%   end
+  </div>
+% end
 </section>
 <section class="panel narrow" aria-labelledby="add-title">
   <div class="panelhead"><h2 id="add-title">Add a customer</h2></div>

@@ -33,6 +33,7 @@ COOKIE = "emissions_session"
 SIGN_IN_COOKIE = "emissions_sign_in"  # the sign-in form's CSRF token (double submit: cookie and field)
 PENDING_COOKIE = "emissions_sign_in_pending"  # the ticket of a sign-in whose password is being checked
 MAX_FORM_BYTES = 16 * 1024
+CUSTOMERS_PAGE = 100
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
 HTML_HEADERS = {
@@ -440,12 +441,17 @@ class Workspace:
     @signed_in
     def customers_page(self, session: Session, error: str = "", status: int = 200, form: dict | None = None):
         org, environment = session.organization, session.environment
-        listed = list(Customer.select().where((Customer.organization == org.id)
-                                              & (Customer.environment == environment))
-                      .order_by(Customer.reference).limit(500))
+        after = _query("after")
+        query = Customer.select().where((Customer.organization == org.id) & (Customer.environment == environment))
+        if after:
+            query = query.where(Customer.reference > after)
+        listed = list(query.order_by(Customer.reference).limit(CUSTOMERS_PAGE + 1))
+        next_url = ("/workspace/customers?" + urlencode({"after": listed[CUSTOMERS_PAGE - 1].reference})
+                    if len(listed) > CUSTOMERS_PAGE else "")
+        listed = listed[:CUSTOMERS_PAGE]
         totals = customer_totals([customer.id for customer in listed])
         return render("customers", status, title="Customers", customers=listed, totals=totals, error=error,
-                      form=form or {}, **self.chrome(session, "customers"))
+                      form=form or {}, next_url=next_url, paged=bool(after), **self.chrome(session, "customers"))
 
     @form_post
     def add_customer(self, session: Session, form: dict):
