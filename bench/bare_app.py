@@ -1,18 +1,14 @@
 """The framework's ceiling: a bare Bottle app on Waitress answering a trivial JSON POST and GET.
 
 Served with the same Waitress settings as `emissions serve` (thread count, body limit), so the
-ratio of the service to this app is the cost of the service's own work per request. By default on
-stock Waitress, the baseline the targets name; with --one-send it answers in one send as the
-service does (server.EnvelopeChannel), the like-for-like baseline the benchmark also reports.
+ratio of the service to this app is the cost of the service's own work per request.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import os
 import signal
-import sys
 
 import bottle
 import waitress
@@ -42,7 +38,6 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--one-send", action="store_true", help="answer in one send, as emissions serve does")
     args = parser.parse_args()
 
     def stop(signum, frame):
@@ -55,13 +50,6 @@ def main() -> None:
     logging.getLogger("waitress.queue").addFilter(lambda record: False)
     server = waitress.create_server(build(), host=args.host, port=args.port, threads=args.threads,
                                     max_request_body_size=1024 * 1024, ident="bare")
-    if args.one_send:
-        # The service's own channel, installed with it; this folder's webhooks.py must not shadow its module.
-        here = os.path.dirname(os.path.abspath(__file__))
-        sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
-        from emissions.server import EnvelopeChannel
-
-        server.channel_class = EnvelopeChannel
     print(f"Serving on http://{args.host}:{server.effective_port} (threads={args.threads})", flush=True)
     try:
         server.run()

@@ -1,9 +1,7 @@
 """The HTTP API: create_app() builds the Bottle application; the URL map is in _routes()."""
 from __future__ import annotations
 
-import json
 import logging
-import random
 import re
 import time
 import traceback
@@ -18,10 +16,13 @@ from . import jsoncodec
 from . import migrations
 from . import models
 from . import schemas
+from . import store
 from . import workspace
 from .config import Config
 from .errors import ApiError, InvalidRequest, NotFound
 from .limits import RateLimiter
+from .recent import RecentCalculations
+from .replies import Reply
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_IDEMPOTENCY_KEY = 200
@@ -34,25 +35,9 @@ access_log = logging.getLogger("emissions.access")
 error_log = logging.getLogger("emissions.error")
 
 
-class Reply:
-    """A handler's answer: status, a JSON body (text or data) and extra headers."""
-
-    __slots__ = ("status", "body", "headers")
-
-    def __init__(self, body, status: int = 200, headers: dict | None = None):
-        self.status = status
-        self.body = body if isinstance(body, str) else jsoncodec.dumps(body)
-        self.headers = headers or {}
-
-
 class Service(bottle.Bottle):
     """The Bottle app plus what every request shares: config, key store, rate limiter, and the
     calculations this process knows already."""
-
-    # Where a request's access line goes: the emissions.access logger, unless the server sets its
-    # log writer's queue here (emissions serve, which has that logger write its records' bare lines
-    # to the same queue); a log record per request cost more than the line itself.
-    access_line = staticmethod(access_log.info)
 
     def __init__(self, config: Config, keys: auth.KeyStore, limiter: RateLimiter):
         super().__init__(catchall=True)
@@ -62,17 +47,15 @@ class Service(bottle.Bottle):
         self.settings = config
         self.keys = keys
         self.limiter = limiter
-        self.recent = calculations.RecentCalculations(config.calculation_cache_size)
+        self.recent = RecentCalculations(config.calculation_cache_size)
 
     def wsgi(self, environ, start_response):
-        """Give the request its id, add the headers every answer carries, and log one JSON line when
+        """Give the request its id, add the headers every answer carries, and log one line when
         it is answered."""
         path = environ.get("PATH_INFO", "")
         if not path.isascii() or CONTROL_CHARACTERS.search(path):
             environ["PATH_INFO"] = routable_path(path)
-        # A version 4 UUID from the random module: uuid4() reads os.urandom, a system call that
-        # hands the GIL to another thread on every request; a request id needs uniqueness, not secrecy.
-        request_id = models.uuid4_text(random.getrandbits(128).to_bytes(16, "big"))
+        request_id = str(uuid.uuid4())
         environ["emissions.request_id"] = request_id
         every_answer = (("X-Request-Id", request_id), *SECURITY_HEADERS)
         status_holder = []
@@ -87,13 +70,10 @@ class Service(bottle.Bottle):
             return super().wsgi(environ, finishing_start_response)
         started = time.perf_counter()
         result = super().wsgi(environ, finishing_start_response)
-        status = int(status_holder[0][:3]) if status_holder else None
-        # The same JSON as json.dumps of a dict would write, built directly: it runs on every request.
-        self.access_line(
-            f'{{"request_id": "{request_id}", "method": {_json_text(environ.get("REQUEST_METHOD"))},'
-            f' "path": {_json_text(environ.get("PATH_INFO"))}, "status": {"null" if status is None else status},'
-            f' "latency_ms": {round((time.perf_counter() - started) * 1000, 3)!r},'
-            f' "key_id": {_json_text(environ.get("emissions.key_id"))}}}')
+        access_log.info("request", extra={"fields": {
+            "request_id": request_id, "method": environ.get("REQUEST_METHOD"), "path": environ.get("PATH_INFO"),
+            "status": int(status_holder[0][:3]) if status_holder else None,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3), "key_id": environ.get("emissions.key_id")}})
         return result
 
 
@@ -110,13 +90,9 @@ def routable_path(path: str) -> str:
     return CONTROL_CHARACTERS.sub("\ufffd", text).encode("utf-8").decode("latin-1")
 
 
-def _json_text(value: str | None) -> str:
-    return "null" if value is None else json.encoder.encode_basestring_ascii(value)
-
-
 def log_unexpected(trace: str) -> None:
     """One error log line with the request id the client was given, and the traceback it was not."""
-    error_log.error(json.dumps({"request_id": _request_id(), "traceback": trace}))
+    error_log.error("unexpected error", extra={"fields": {"request_id": _request_id(), "traceback": trace}})
 
 
 def drop_connection() -> None:
@@ -260,18 +236,19 @@ def customer_or_404(principal: auth.Principal, reference: str) -> models.Custome
 
 def calculate_logistics(principal: auth.Principal) -> Reply:
     service: Service = bottle.request.app
+    organization_id, environment = principal.organization_id, principal.environment
     raw = read_body()
     try:
-        outcome = service.recent.replay_of(principal.organization_id, principal.environment,
-                                           bottle.request.get_header("Idempotency-Key"), raw)
+        replayed = service.recent.replay(organization_id, environment, bottle.request.get_header("Idempotency-Key"), raw)
     except UnicodeDecodeError:  # such a header is refused below, in its turn
-        outcome = None
-    if outcome is None:
-        body = parse_json_object(raw)
-        key = idempotency_key()
-        outcome = calculations.calculate(
-            principal.organization_id, principal.environment, validate("LogisticsRequest", body), key,
-            _request_id(), service.settings.test_capacity, service.recent, raw)
+        replayed = None
+    if replayed is not None:
+        return Reply(replayed, 200, {"Idempotent-Replayed": "true"})
+    body = parse_json_object(raw)
+    key = idempotency_key()
+    outcome = calculations.calculate(principal, validate("LogisticsRequest", body), key, request_id=_request_id(),
+                                     test_capacity=service.settings.test_capacity)
+    service.recent.remember(organization_id, environment, outcome.calculation_id, outcome.body, key, raw)
     return Reply(outcome.body, 200 if outcome.replayed else 201,
                  {"Idempotent-Replayed": "true" if outcome.replayed else "false"})
 
@@ -279,8 +256,12 @@ def calculate_logistics(principal: auth.Principal) -> Reply:
 def get_calculation(principal: auth.Principal, calculation_id: str) -> Reply:
     if not UUID_PATTERN.match(calculation_id):
         raise NotFound("No calculation with this id exists.")
-    return Reply(calculations.get(principal.organization_id, principal.environment, calculation_id,
-                                  bottle.request.app.recent))
+    recent = bottle.request.app.recent
+    body = recent.body(principal.organization_id, principal.environment, calculation_id)
+    if body is None:
+        body = calculations.get(principal, calculation_id)
+        recent.remember(principal.organization_id, principal.environment, calculation_id, body)
+    return Reply(body)
 
 
 def get_customer(principal: auth.Principal, reference: str) -> Reply:
@@ -301,7 +282,7 @@ def get_openapi() -> Reply:
 def healthz() -> Reply:
     for _ in range(2):  # the second on a new connection: the database may have restarted since
         try:
-            models.db.execute_sql("SELECT 1").fetchone()
+            store.ping()
             return Reply({"status": "ok", "database": "ok"})
         except Exception:
             trace = traceback.format_exc()

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import peewee as pw
 
 from .errors import AuthenticationError, PermissionError_
-from .models import ApiKey, InstanceSecret, Organization, SCOPES, db, sql, utcnow
+from . import store
+from .models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
 
 BASE62 = string.digits + string.ascii_letters
 KEY_RANDOM_LENGTH = 40  # base62 characters, about 238 bits
@@ -85,7 +86,6 @@ class Principal:
 
 
 LAST_USED_SECONDS = 60
-TOUCH_KEY = "UPDATE api_key SET last_used_at = ? WHERE id = ?"
 
 
 class KeyStore:
@@ -118,7 +118,7 @@ class KeyStore:
                 self._last_written.clear()
             self._last_written[key_id] = now
         try:
-            db.execute_sql(sql(TOUCH_KEY), (ApiKey.last_used_at.db_value(utcnow()), key_id))
+            store.note_key_use(key_id, utcnow())
         except Exception:  # the database may be busy or gone; the request itself goes on or fails on its own
             logging.getLogger("emissions.error").warning("could not note the use of key %s", key_id, exc_info=True)
 

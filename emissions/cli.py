@@ -17,6 +17,7 @@ from . import auth
 from . import customers
 from . import factors
 from . import limits
+from . import logs
 from . import migrations
 from . import models
 from . import webhooks
@@ -466,9 +467,7 @@ def cmd_deliver(args, config):
         if args.once:
             emit(args, deliverer.run_once())
             return
-        from . import server
-
-        server._configure_logging()
+        logs.configure()
         signal.signal(signal.SIGTERM, lambda signum, frame: deliverer.stop())
         signal.signal(signal.SIGINT, lambda signum, frame: deliverer.stop())
         print(f"Delivering webhooks every {config.webhook_poll_seconds} s", flush=True)

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass, replace
 
 DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
+DEFAULT_TEST_CAPACITY = 10_000  # calculations a month in the sandbox, for organizations without their own
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 
 
@@ -13,7 +14,7 @@ def default_threads(database_url: str) -> int:
 
     On SQLite a thread waits on nothing slow (the file is local, one writer at a time), and every
     SQLite call hands the interpreter lock to whichever thread wants it: more threads only add
-    those hand-overs (README, "Performance"). On PostgreSQL a thread waits on the network, and more
+    those hand-overs (docs/performance.md). On PostgreSQL a thread waits on the network, and more
     of them keep the process busy meanwhile.
     """
     return 1 if database_url.startswith("sqlite") else 8
@@ -93,7 +94,7 @@ class Config:
     key_cache_seconds: float = 1.0
     rate_limit_per_second: float = 100.0
     rate_limit_burst: int = 200
-    test_capacity: int = 10_000
+    test_capacity: int = DEFAULT_TEST_CAPACITY
     webhook_poll_seconds: float = 1.0
     webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout_seconds: float = 10.0
@@ -111,7 +112,7 @@ class Config:
             key_cache_seconds=env_float("KEY_CACHE_SECONDS", 1.0),
             rate_limit_per_second=env_float("RATE_LIMIT_PER_SECOND", 100.0),
             rate_limit_burst=env_int("RATE_LIMIT_BURST", 200),
-            test_capacity=env_int("TEST_CAPACITY", 10_000),
+            test_capacity=env_int("TEST_CAPACITY", DEFAULT_TEST_CAPACITY),
             webhook_poll_seconds=env_float("WEBHOOK_POLL_SECONDS", 1.0, minimum=0.01),
             webhook_retry_schedule=env_schedule("WEBHOOK_RETRY_SCHEDULE", DEFAULT_RETRY_SCHEDULE),
             webhook_timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1),

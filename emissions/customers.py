@@ -10,14 +10,15 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Callable, Iterator, NamedTuple, TextIO
 
 import peewee as pw
 
 from . import jsoncodec
 from . import schemas
-from .models import (EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres,
-                    sql)
+from . import store
+from .models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres
 
 STATUSES = ("active", "suspended", "archived")
 MAX_NAME = 200
@@ -226,40 +227,6 @@ def import_customers(organization: Organization, environment: str, stream: TextI
     return len(rows)
 
 
-# --- the rollup, written with every calculation -------------------------------------------------
-
-def rollup_statement(customer_id: int, environment: str, mode: str, business_context: str,
-                     activity: Decimal, emissions: Decimal, activity_date: dt.date) -> tuple[str, tuple]:
-    """The statement that adds one calculation to its rollup row, with its parameters; run it
-    inside the calculation's transaction."""
-    # One atomic upsert, so concurrent writers cannot lose an update. PostgreSQL sums NUMERIC;
-    # SQLite keeps decimals as text and sums them with models.decimal_add (exact, same context).
-    return sql(ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (
-        customer_id, environment, mode, business_context, CustomerRollup.activity_tkm.db_value(activity),
-        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date)
-
-
-def _rollup_statement(add: str, least: str, greatest: str) -> str:
-    def total(column: str) -> str:
-        return f"{column} = " + add.format(f"customer_rollup.{column}", f"EXCLUDED.{column}")
-
-    return (
-        "INSERT INTO customer_rollup (customer_id, environment, mode, business_context,"
-        " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date)"
-        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)"
-        " ON CONFLICT (customer_id, environment, mode, business_context) DO UPDATE SET"
-        " calculation_count = customer_rollup.calculation_count + 1,"
-        f" {total('activity_tkm')}, {total('emissions_kg')},"
-        f" first_activity_date = {least}(customer_rollup.first_activity_date, EXCLUDED.first_activity_date),"
-        f" last_activity_date = {greatest}(customer_rollup.last_activity_date, EXCLUDED.last_activity_date)"
-    )
-
-
-ROLLUP_POSTGRES = _rollup_statement("{0} + {1}", "LEAST", "GREATEST")
-# SQLite's two-argument MIN and MAX are scalar; its dates are ISO text, so text order is date order.
-ROLLUP_SQLITE = _rollup_statement("decimal_add({0}, {1})", "MIN", "MAX")
-
-
 # --- the analytics, read from the rollup -------------------------------------------------------
 
 def _aggregate(count: int, activity: Decimal, emissions: Decimal) -> dict:
@@ -278,48 +245,25 @@ class RollupRow(NamedTuple):
     last_activity_date: dt.date
 
 
-# The customer and its rollup rows in one statement (one row per rollup row; one row of NULLs
-# after the customer's columns when it has no calculations yet).
-FIND_WITH_ROLLUPS = (
-    "SELECT c.id, c.name, c.status, c.country_code, r.mode, r.business_context, r.calculation_count,"
-    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date"
-    " FROM customer AS c"
-    " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.environment = c.environment"
-    " WHERE c.organization_id = ? AND c.environment = ? AND c.reference = ?"
-)
-
-
 def find_with_analytics(organization_id: int, environment: str, reference: str) -> dict | None:
     """The customer with this reference and its analytics, as the API shows it, or None, in one statement."""
-    rows = _customer_with_rollups(organization_id, environment, reference)
+    rows = store.customer_with_rollups(organization_id, environment, reference)
     return _analytics_view(environment, reference, rows) if rows else None
 
 
 def analytics_json(organization_id: int, environment: str, reference: str) -> str | None:
     """find_with_analytics() as the JSON text the API answers, or None.
 
-    The rows are read every time; the text is a function of them alone, so the one built from the
-    same rows is reused (kept by the rows themselves: it cannot differ from what they would give).
+    The rows are read every time; the text is a function of them alone, so the one made from the
+    same rows is reused: it cannot differ from what they would give.
     """
-    rows = _customer_with_rollups(organization_id, environment, reference)
-    if not rows:
-        return None
-    found = (environment, reference, tuple(rows))
-    text = _analytics_texts.get(found)
-    if text is None:
-        text = jsoncodec.dumps(_analytics_view(environment, reference, rows))
-        if len(_analytics_texts) >= ANALYTICS_TEXTS_KEPT:
-            _analytics_texts.clear()  # more customers read than kept: start over
-        _analytics_texts[found] = text
-    return text
+    rows = store.customer_with_rollups(organization_id, environment, reference)
+    return _analytics_text(environment, reference, tuple(rows)) if rows else None
 
 
-_analytics_texts: dict[tuple, str] = {}
-ANALYTICS_TEXTS_KEPT = 1024
-
-
-def _customer_with_rollups(organization_id: int, environment: str, reference: str) -> list[tuple]:
-    return db.execute_sql(sql(FIND_WITH_ROLLUPS), (organization_id, environment, reference)).fetchall()
+@lru_cache(maxsize=1024)
+def _analytics_text(environment: str, reference: str, rows: tuple) -> str:
+    return jsoncodec.dumps(_analytics_view(environment, reference, rows))
 
 
 def _analytics_view(environment: str, reference: str, rows: list[tuple]) -> dict:
@@ -455,16 +399,16 @@ def _customers(organization_id: int | None, environment: str | None) -> Iterator
         last_id = batch[-1].id
 
 
-def _stream(sql: str, params: tuple) -> Iterator[list[tuple]]:
+def _stream(text: str, params: tuple) -> Iterator[list[tuple]]:
     """Rows of a query in batches, without holding the whole result in memory."""
     if is_postgres():
         # A server-side cursor; psycopg2 allows it under peewee's autocommit only WITH HOLD. It
         # is closed before the transaction ends, so nothing is ever materialised.
         cursor = db.connection().cursor(name="stream_" + uuid.uuid4().hex, withhold=True)
         cursor.itersize = STREAM_BATCH
-        cursor.execute(sql, params)
+        cursor.execute(store.statement(text), params)
     else:
-        cursor = db.execute_sql(sql, params)  # sqlite3 steps through rows as they are fetched
+        cursor = store.run(text, params)  # sqlite3 steps through rows as they are fetched
     try:
         while batch := cursor.fetchmany(STREAM_BATCH):
             yield batch
@@ -474,11 +418,9 @@ def _stream(sql: str, params: tuple) -> Iterator[list[tuple]]:
 
 def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict:
     """Rollup rows recomputed from the customer's stored calculations: RollupKey -> Totals."""
-    statement = sql("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date"
-                    " FROM calculation WHERE customer_id = ?")
     expected: dict = {}
     dates: dict = {}  # raw date value -> date (SQLite returns text; a customer has few distinct days)
-    for batch in _stream(statement, (customer_id,)):
+    for batch in _stream(store.CALCULATION_TOTALS, (customer_id,)):
         for environment, mode, context, activity, emissions, activity_date in batch:
             totals = expected.get((environment, mode, context))
             if totals is None:
@@ -505,16 +447,6 @@ def _snapshot():
     if is_postgres():
         return db.atomic(isolation_level="REPEATABLE READ")
     return db.atomic(lock_type="DEFERRED")  # in WAL mode a read transaction is a snapshot
-
-
-def _lock_customer(customer_id: int) -> None:
-    """Keep new calculations of this customer out until the transaction ends.
-
-    On PostgreSQL, FOR UPDATE conflicts with the KEY SHARE lock every calculation's foreign key
-    takes on its customer; on SQLite the IMMEDIATE transaction already holds the write lock.
-    """
-    if is_postgres():
-        db.execute_sql(sql("SELECT id FROM customer WHERE id = ? FOR UPDATE"), (customer_id,))
 
 
 def _counted(expected: dict) -> int:
@@ -546,14 +478,14 @@ def _repair(customer_id: int, expected: dict, attempts: int = 3) -> dict:
     """
     for _ in range(attempts):
         with db.atomic():
-            _lock_customer(customer_id)
+            store.lock_customer(customer_id)
             if Calculation.select().where(Calculation.customer == customer_id).count() == _counted(expected):
                 _replace_rollups(customer_id, expected)
                 return expected
         with _snapshot():
             expected = expected_rollups(customer_id)
     with db.atomic():
-        _lock_customer(customer_id)
+        store.lock_customer(customer_id)
         expected = expected_rollups(customer_id)
         _replace_rollups(customer_id, expected)
     return expected

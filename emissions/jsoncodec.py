@@ -6,8 +6,9 @@ from decimal import Decimal
 
 _encode_string = json.encoder.encode_basestring_ascii
 
-# A JSON string literal for a str, as dumps() writes it (for texts written out by hand).
-string = _encode_string
+
+class Raw(str):
+    """Text that is JSON already (a stored body inside an event): dumps() writes it as it is."""
 
 
 class InvalidJson(ValueError):
@@ -63,16 +64,21 @@ def decimal_text(value: Decimal) -> str:
     return text
 
 
-def dumps(value) -> str:
+def dumps(value, sort_keys: bool = False) -> str:
     """Compact JSON where Decimal values are written exactly, as numbers."""
     parts: list[str] = []
-    _write(value, parts.append)
+    _write(value, parts.append, sort_keys)
     return "".join(parts)
 
 
-def _write(value, out) -> None:
+def canonical(value) -> str:
+    """A canonical text of parsed JSON: sorted keys, numbers by value (12 == 12.0)."""
+    return dumps(value, sort_keys=True)
+
+
+def _write(value, out, sort_keys: bool) -> None:
     if isinstance(value, str):
-        out(_encode_string(value))
+        out(value if isinstance(value, Raw) else _encode_string(value))
     elif value is None:
         out("null")
     elif value is True:
@@ -87,44 +93,19 @@ def _write(value, out) -> None:
         out(repr(value))
     elif isinstance(value, dict):
         out("{")
-        first = True
-        for key, item in value.items():
-            if not first:
+        for index, key in enumerate(sorted(value) if sort_keys else value):
+            if index:
                 out(",")
-            first = False
             out(_encode_string(str(key)))
             out(":")
-            _write(item, out)
+            _write(value[key], out, sort_keys)
         out("}")
     elif isinstance(value, (list, tuple)):
         out("[")
         for index, item in enumerate(value):
             if index:
                 out(",")
-            _write(item, out)
+            _write(item, out, sort_keys)
         out("]")
     else:
         raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
-def text_object(value: dict) -> str:
-    """dumps() of a dict whose keys and values are all str (a validated Place), written directly."""
-    return "{" + ",".join([_encode_string(key) + ":" + _encode_string(item) for key, item in value.items()]) + "}"
-
-
-def canonical_text_object(value: dict) -> str:
-    """canonical() of a dict whose keys and values are all str, written directly."""
-    return "{" + ",".join([_encode_string(key) + ":" + _encode_string(value[key]) for key in sorted(value)]) + "}"
-
-
-def canonical(value) -> str:
-    """A canonical text of parsed JSON: sorted keys, numbers by value (12 == 12.0)."""
-    if type(value) is str:  # the commonest value first; the text is the one dumps() writes
-        return _encode_string(value)
-    if isinstance(value, dict):
-        return "{" + ",".join([_encode_string(k) + ":" + canonical(value[k]) for k in sorted(value)]) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join([canonical(item) for item in value]) + "]"
-    if isinstance(value, Decimal):
-        return decimal_text(value)
-    return dumps(value)

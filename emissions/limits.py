@@ -8,7 +8,7 @@ import threading
 import time
 
 from .errors import LimitReached
-from .models import Organization, UsageCounter, sql, utcnow
+from .models import Organization, UsageCounter, utcnow
 
 
 class TokenBucket:
@@ -85,37 +85,8 @@ def capacity_for(organization: Organization, environment: str, test_default: int
     return organization.test_capacity if organization.test_capacity is not None else test_default
 
 
-def consume_statement(organization_id: int, environment: str, test_default: int,
-                      now: dt.datetime) -> tuple[str, tuple]:
-    """The statement that counts one billable calculation, with its parameters; run it inside the
-    write transaction and give its row count to check_consumed()."""
-    if environment == "live":
-        statement, capacity_params = CONSUME_LIVE, (organization_id,)
-    else:
-        statement, capacity_params = CONSUME_TEST, (test_default, organization_id)
-    return sql(statement), (organization_id, environment, period_of(now), *capacity_params, *capacity_params)
-
-
-def check_consumed(rowcount: int, now: dt.datetime) -> None:
-    """USAGE_LIMIT_REACHED unless the counting statement changed its row."""
-    if rowcount != 1:
-        _reached(now)
-
-
-# One statement per billable calculation: the capacity (capacity_for() in SQL; NULL is unlimited) is
-# read inside it, and the counter row is created or incremented only while below it: no row changed
-# means the capacity is used up.
-_CONSUME = (
-    'INSERT INTO usage_counter (organization_id, environment, "period", "count")'
-    " SELECT ?, ?, ?, 1 WHERE COALESCE({capacity} > 0, TRUE)"
-    ' ON CONFLICT (organization_id, environment, "period") DO UPDATE SET "count" = usage_counter."count" + 1'
-    ' WHERE COALESCE(usage_counter."count" < {capacity}, TRUE)'
-)
-CONSUME_LIVE = _CONSUME.format(capacity="(SELECT live_capacity FROM organization WHERE id = ?)")
-CONSUME_TEST = _CONSUME.format(capacity="(SELECT COALESCE(test_capacity, ?) FROM organization WHERE id = ?)")
-
-
-def _reached(now: dt.datetime):
+def capacity_used_up(now: dt.datetime):
+    """Raise USAGE_LIMIT_REACHED, retrying when the next month begins."""
     raise LimitReached("The organization's contract capacity for this month is used up.",
                        code="USAGE_LIMIT_REACHED", retry_after=seconds_to_next_month(now))
 

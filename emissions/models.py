@@ -1,14 +1,14 @@
 """Peewee models, the database proxy and the connection settings for SQLite and PostgreSQL."""
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import decimal
+import importlib.util
 import json
 import logging
-import os
 import sqlite3
 import threading
+import uuid
 from decimal import Decimal
 
 import peewee as pw
@@ -42,129 +42,9 @@ def utcnow() -> dt.datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-class RandomBlocks:
-    """Bytes from os.urandom, read a block at a time.
-
-    Each os.urandom is a system call that lets go of the GIL, and with several threads busy that
-    costs a hand-over to another thread and back; reading 4 KiB at once makes it one call per 256
-    ids instead of one per id. The bytes are the same kernel randomness; a forked child never
-    reuses its parent's block.
-    """
-
-    BLOCK = 4096
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._block = b""
-        self._offset = 0
-        os.register_at_fork(after_in_child=self._discard)
-
-    def _discard(self) -> None:
-        self._lock = threading.Lock()
-        self._block, self._offset = b"", 0
-
-    def take(self, size: int) -> bytes:
-        with self._lock:
-            if self._offset + size > len(self._block):
-                self._block, self._offset = os.urandom(self.BLOCK), 0
-            start = self._offset
-            self._offset += size
-            return self._block[start:self._offset]
-
-
-_random_blocks = RandomBlocks()
-
-
 def new_id() -> str:
     """A random (version 4) UUID."""
-    return uuid4_text(_random_blocks.take(16))
-
-
-def uuid4_text(random_bytes: bytes) -> str:
-    """The text of the version 4 UUID made of 16 random bytes: str(uuid.UUID(bytes=..., version=4)).
-
-    Set out here because building a uuid.UUID to print it cost more than the rest of a new id.
-    """
-    digits = random_bytes.hex()
-    return (f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-"
-            f"{'89ab'[int(digits[16], 16) & 3]}{digits[17:20]}-{digits[20:]}")
-
-
-class FifoLock:
-    """A lock handed to its waiters in the order they came (threading.Lock lets a late one barge in)."""
-
-    def __init__(self):
-        self._guard = threading.Lock()
-        self._waiters: collections.deque = collections.deque()
-        self._held = False
-
-    def acquire(self, timeout: float) -> bool:
-        with self._guard:
-            if not self._held:
-                self._held = True
-                return True
-            turn = threading.Lock()
-            turn.acquire()
-            self._waiters.append(turn)
-        if turn.acquire(timeout=timeout):
-            return True  # release() handed the lock over
-        with self._guard:
-            try:
-                self._waiters.remove(turn)
-            except ValueError:
-                return True  # handed over just as the wait timed out
-            return False
-
-    def release(self) -> None:
-        with self._guard:
-            if self._waiters:
-                self._waiters.popleft().release()  # stays held: the next waiter owns it now
-            else:
-                self._held = False
-
-
-class SqliteDatabase(pw.SqliteDatabase):
-    """SQLite whose write transactions first queue on a lock of this process, then BEGIN IMMEDIATE.
-
-    SQLite lets one writer in at a time and makes the others wait in its busy handler, which sleeps
-    and retries (sleeps of up to 100 ms), so under load a writer sleeps on long after the lock is
-    free. This process's threads wait on a Python lock instead and go the moment it is released;
-    other processes (the CLI, another instance) still meet the busy handler and busy_timeout.
-    """
-
-    WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._writer = FifoLock()
-        self._holding = threading.local()
-
-    def begin(self, lock_type=None):
-        if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES:
-            return super().begin(lock_type)  # a read snapshot (DEFERRED) does not queue
-        if not self._writer.acquire(timeout=self._timeout):
-            raise pw.OperationalError("database is locked: this process's other writers held it too long")
-        self._holding.lock = True
-        try:
-            super().begin(lock_type)
-        except BaseException:
-            self._release()
-            raise
-
-    def commit(self):
-        super().commit()  # when COMMIT fails the transaction is still open: rollback() releases
-        self._release()
-
-    def rollback(self):
-        try:
-            super().rollback()
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if getattr(self._holding, "lock", False):
-            self._holding.lock = False
-            self._writer.release()
+    return str(uuid.uuid4())
 
 
 class WalCheckpointer:
@@ -179,7 +59,7 @@ class WalCheckpointer:
 
     BACKSTOP_PAGES = 10_000  # about 40 MB of log
 
-    def __init__(self, database: SqliteDatabase, interval: float = 0.25):
+    def __init__(self, database: pw.SqliteDatabase, interval: float = 0.25):
         self.database = database
         self.interval = interval
         self._stopping = threading.Event()
@@ -207,64 +87,10 @@ class WalCheckpointer:
             connection.close()
 
 
-# Peewee's own translation of driver errors (sqlite3.IntegrityError -> peewee.IntegrityError, and
-# so on), which its execute_sql applies to each statement. It goes by class name, so it is applied
-# to the drivers' own errors only.
-DRIVER_ERRORS = getattr(pw, "__exception_wrapper__")
-try:
-    import psycopg2
-    DRIVER_ERROR_TYPES: tuple = (sqlite3.Error, psycopg2.Error)
-except ImportError:  # SQLite only
-    DRIVER_ERROR_TYPES = (sqlite3.Error,)
-
-
-class WriteTransaction:
-    """`with WriteTransaction() as cursor:` BEGIN, the statements run on `cursor`, then COMMIT, or
-    ROLLBACK if anything raised.
-
-    What db.atomic() does for a hot path's few hand-written writes, without Peewee's bookkeeping
-    around every statement: the bound database's own begin() (on SQLite the writer queue and
-    BEGIN IMMEDIATE), commit() and rollback(), and driver errors raised as Peewee's, as
-    execute_sql raises them. It is on Peewee's stack of transactions while open, so a db.atomic()
-    inside it is a savepoint of it. Not for use inside another transaction.
-    """
-
-    __slots__ = ("database",)
-
-    def __enter__(self):
-        self.database = database = db.obj
-        if database.in_transaction():
-            raise RuntimeError("WriteTransaction cannot run inside another transaction")
-        database.begin()
-        database.push_transaction(self)
-        try:
-            return database.cursor()
-        except BaseException:
-            self._end(database.rollback)
-            raise
-
-    def __exit__(self, exc_type, exc, traceback):
-        if exc_type is None:
-            try:
-                self._end(self.database.commit)  # raises Peewee's errors itself
-            except BaseException:
-                self.database.rollback()
-                raise
-            return False
-        self._end(self.database.rollback)
-        if issubclass(exc_type, DRIVER_ERROR_TYPES):
-            DRIVER_ERRORS.__exit__(exc_type, exc, traceback)  # raises Peewee's error instead
-        return False  # any other error goes on as it is
-
-    def _end(self, finish) -> None:
-        self.database.pop_transaction()
-        finish()
-
-
 def open_database(url: str) -> pw.Database:
     """A database for a DATABASE_URL, with the settings this service relies on."""
     if url.startswith("sqlite"):
-        database = SqliteDatabase(**{
+        database = pw.SqliteDatabase(**{
             "timeout": 10,
             **db_url.parse(url),
             "pragmas": SQLITE_PRAGMAS,
@@ -274,6 +100,9 @@ def open_database(url: str) -> pw.Database:
         database.register_function(decimal_add, "decimal_add", 2)
         database.register_aggregate(DecimalSum, "decimal_sum", 1)
     elif url.startswith(("postgres", "postgresql")):
+        if importlib.util.find_spec("psycopg2") is None:  # the driver is the [postgres] extra
+            raise ValueError("DATABASE_URL names a PostgreSQL database but its driver is not installed: "
+                             "pip install 'emissions-service[postgres]'")
         database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
     else:
         raise ValueError("DATABASE_URL must start with sqlite:// or postgresql://")
@@ -293,22 +122,6 @@ def is_postgres() -> bool:
 
 def is_sqlite() -> bool:
     return isinstance(db.obj, pw.SqliteDatabase)
-
-
-_postgres_statements: dict[str, str] = {}
-
-
-def sql(statement: str) -> str:
-    """A hand-written statement with ? placeholders, in the bound database's style (%s for psycopg2)."""
-    if not isinstance(db.obj, pw.PostgresqlDatabase):
-        return statement
-    converted = _postgres_statements.get(statement)
-    if converted is None:
-        if "%" in statement or any("?" in literal for literal in statement.split("'")[1::2]):
-            # The rewrite below is textual: a % or a ? inside a quoted literal would be taken for syntax.
-            raise ValueError("a hand-written statement must hold no % and no ? inside a literal")
-        converted = _postgres_statements[statement] = statement.replace("?", "%s")
-    return converted
 
 
 # Sums of exact decimals: 100 digits hold any total the bounded inputs can reach, and a sum that
@@ -375,10 +188,7 @@ def isoformat(value: dt.datetime | None) -> str | None:
     """RFC 3339 with milliseconds and a Z, the way every timestamp leaves the service."""
     if value is None:
         return None
-    utc = value.astimezone(dt.timezone.utc)
-    # Formatted directly rather than with strftime: a third cheaper, and every write formats two.
-    return (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}."
-            f"{utc.microsecond // 1000:03d}Z")
+    return value.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class BaseModel(pw.Model):

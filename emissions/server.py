@@ -2,19 +2,16 @@
 from __future__ import annotations
 
 import json
-import logging
-import queue
 import signal
 import sys
-import threading
-import time
 import uuid
 
 import waitress
 from waitress.channel import HTTPChannel
-from waitress.task import ErrorTask, WSGITask
+from waitress.task import ErrorTask
 
 from . import jsoncodec
+from . import logs
 from . import models
 
 from . import scheduler as webhook_scheduler
@@ -22,145 +19,10 @@ from .app import SECURITY_HEADERS, create_app
 from .config import Config
 
 
-class LogWriter:
-    """Writes the lines queued by LineQueue to a stream in batches, from a thread of its own.
-
-    A request thread only appends its line to a queue: nobody is woken for it (a writer blocked
-    on the queue would be, once per request, and take the GIL from the request threads each time).
-    Every `interval` seconds this thread writes what has gathered in one write; stop() writes the rest.
-    """
-
-    def __init__(self, stream, interval: float = 0.1):
-        self.stream = stream
-        self.interval = interval
-        self.lines: queue.SimpleQueue = queue.SimpleQueue()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
-
-    def start(self) -> "LogWriter":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join()
-        self.flush()
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self.interval):
-            self.flush()
-
-    def flush(self) -> None:
-        lines = []
-        while True:
-            try:
-                lines.append(self.lines.get_nowait())
-            except queue.Empty:
-                break
-        if lines:
-            self.stream.write("\n".join(lines) + "\n")
-            self.stream.flush()
-
-
-class LineQueue(logging.Handler):
-    """Formats a record and hands the line to a LogWriter."""
-
-    def __init__(self, writer: LogWriter):
-        super().__init__()
-        self.writer = writer
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.writer.lines.put(self.format(record))
-        except Exception:
-            self.handleError(record)
-
-
-class OncePerInterval(logging.Filter):
-    """Lets one record through per `interval` seconds and says how many it held back since the last.
-
-    For Waitress's "Task queue depth is N" warning, which it logs for every request that waits for
-    a free thread: under load, a line (and a write) per request.
-    """
-
-    def __init__(self, interval: float = 10.0, clock=time.monotonic):
-        super().__init__()
-        self.interval = interval
-        self.clock = clock
-        self._next = float("-inf")
-        self._held = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = self.clock()
-        if now < self._next:
-            self._held += 1
-            return False
-        if self._held:
-            record.msg = f"{record.getMessage()} ({self._held} more since the last one shown)"
-            record.args = ()
-        self._held = 0
-        self._next = now + self.interval
-        return True
-
-
-def _configure_logging(queued: bool = False) -> LogWriter | None:
-    """One line per record on stderr; with `queued`, written in batches by a LogWriter (returned, started)."""
-    # Records carry only their message ("Optimization" in the logging docs): no caller frame lookup,
-    # no thread or process names, which the one-line formats never show.
-    logging._srcfile = None
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    writer = LogWriter(sys.stderr).start() if queued else None
-    handler = LineQueue(writer) if writer else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("emissions.access", "emissions.error", "emissions.webhooks"):
-        logger = logging.getLogger(name)
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-    # Waitress's own warnings go the same way (not through logging's last-resort handler, a write
-    # each), its queue-depth warning at most once per 10 s.
-    waitress_log = logging.getLogger("waitress")
-    waitress_log.handlers = [handler]
-    waitress_log.setLevel(logging.WARNING)
-    waitress_log.propagate = False
-    queue_log = logging.getLogger("waitress.queue")
-    if not any(isinstance(f, OncePerInterval) for f in queue_log.filters):
-        queue_log.addFilter(OncePerInterval())
-    return writer
-
-
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
 
 
-class OneSendWrite:
-    """A Waitress task's write() that sends the header and a whole body in one send().
-
-    Waitress hands the header and the body to the channel one after the other, and with its
-    default send_bytes of 1 each is sent at once: two system calls and two TCP segments for every
-    answer, the client woken for a header without its body. Every answer of this service is one
-    piece with its Content-Length, so it goes out in one send (README, "Performance"). Anything
-    else (chunked, a status without a body, more bytes than Content-Length) takes Waitress's own way.
-    """
-
-    def write(self, data):
-        if self.wrote_header or not self.complete or not data:
-            return super().write(data)
-        header = self.build_response_header()
-        self.wrote_header = True
-        room = None if self.content_length is None else self.content_length - self.content_bytes_written
-        if self.has_body and not self.chunked_response and room is not None and len(data) <= room:
-            self.content_bytes_written += len(data)
-            self.channel.write_soon(header + data)
-        else:
-            self.channel.write_soon(header)
-            super().write(data)
-
-
-class OneSendTask(OneSendWrite, WSGITask):
-    """Waitress's WSGI task, answering in one send."""
-
-
-class EnvelopeErrorTask(OneSendWrite, ErrorTask):
+class EnvelopeErrorTask(ErrorTask):
     """Waitress's own refusals (malformed HTTP, a body over its limit) in the API's error envelope."""
 
     def execute(self):
@@ -187,7 +49,6 @@ class EnvelopeErrorTask(OneSendWrite, ErrorTask):
 
 
 class EnvelopeChannel(HTTPChannel):
-    task_class = OneSendTask
     error_task_class = EnvelopeErrorTask
 
 
@@ -210,16 +71,15 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_out
     Once listening it calls announce(url), or prints where it serves: a text line, or with
     json_output one JSON object, in which case every other line goes to stderr.
     """
-    log_writer = _configure_logging(queued=True)
+    log_writer = logs.configure(queued=True)
     try:
-        _serve(config, host, port, json_output, announce, log_writer)
+        _serve(config, host, port, json_output, announce)
     finally:
         log_writer.stop()  # writes what is still queued
 
 
-def _serve(config: Config, host: str, port: int, json_output: bool, announce, log_writer: LogWriter) -> None:
+def _serve(config: Config, host: str, port: int, json_output: bool, announce) -> None:
     app = create_app(config)
-    app.access_line = log_writer.lines.put  # the very line the access logger would queue
     try:
         server = create_server(app, host, port, config.serving_threads)
     except OSError as exc:

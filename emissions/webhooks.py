@@ -1,6 +1,6 @@
 """Webhooks: endpoints, the outbox rows written with each outcome, signing, delivery and verification.
 
-An event row is written in the outcome's own transaction (new_event, then insert_event). A Deliverer claims due rows
+An event row is written in the outcome's own transaction (new_event, then store.insert_event). A Deliverer claims due rows
 with one conditional UPDATE that sets a lock token and a lease, posts them, and records the attempt;
 a row whose lease ran out (its worker died) is claimed again, so delivery is at least once.
 """
@@ -10,7 +10,6 @@ import datetime as dt
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
 import re
 import socket
@@ -30,8 +29,9 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from . import auth
 from . import jsoncodec
 from .config import Config
+from . import store
 from .models import (Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, db, is_postgres, isoformat,
-                    new_id, sql, utcnow)
+                    new_id, utcnow)
 
 SIGNATURE_VERSION = "v1"
 DEFAULT_TOLERANCE_SECONDS = 300
@@ -96,7 +96,7 @@ def verify(secret: str, headers, body: bytes, tolerance: int = DEFAULT_TOLERANCE
 # --- events (the outbox) --------------------------------------------------------------------
 
 class NewEvent(NamedTuple):
-    """An event ready to be written: new_event() builds it, insert_event() writes it."""
+    """An event ready to be written: new_event() builds it, store.insert_event() writes it."""
 
     id: str
     organization_id: int
@@ -110,47 +110,22 @@ def new_event(organization_id: int, environment: str, event_type: str, data_json
               created_at: dt.datetime | None = None) -> NewEvent:
     """The event and its exact body, built before the outcome's transaction so that it stays short.
 
-    `created_at` is the outcome's own moment when it has one (a calculation's created_at).
+    `data_json` is the event's data as JSON text; `created_at` is the outcome's own moment when it
+    has one (a calculation's created_at).
     """
     event_id = new_id()
     created_at = created_at or utcnow()
-    # Written out rather than through jsoncodec.dumps of a dict: every calculation makes one. The
-    # id is hex and dashes and the moment is isoformat()'s digits: neither needs escaping.
-    payload = (f'{{"id":"{event_id}","type":{jsoncodec.string(event_type)},"created_at":"{isoformat(created_at)}",'
-               f'"environment":{jsoncodec.string(environment)},"data":{data_json}}}')
+    payload = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
+                               "environment": environment, "data": jsoncodec.Raw(data_json)})
     return NewEvent(event_id, organization_id, environment, event_type, payload, created_at)
 
 
-def insert_event(event: NewEvent) -> None:
-    """Write the event, pending when an endpoint is enabled; call in the outcome's transaction."""
-    db.execute_sql(*event_statement(event))
-
-
-def event_statement(event: NewEvent) -> tuple[str, tuple]:
-    """The statement that writes the event, with its parameters (insert_event() runs it)."""
-    stored_at = WebhookEvent.created_at.db_value(event.created_at)
-    return sql(RECORD_EVENT), (event.id, event.organization_id, event.environment, event.type, event.payload,
-                               stored_at, stored_at, event.organization_id, event.environment)
-
-
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
-    """new_event and insert_event in one call, returning the row (for tools and tests; calculations
-    build the event before their transaction and insert it inside)."""
+    """new_event and store.insert_event in one call, returning the row (for tools and tests;
+    calculations build the event before their transaction and insert it inside)."""
     event = new_event(organization_id, environment, event_type, data_json)
-    insert_event(event)
+    store.insert_event(event)
     return WebhookEvent.get_by_id(event.id)
-
-
-# One statement: the event row, pending (due now) when the organization has an enabled endpoint for
-# the environment, skipped otherwise.
-RECORD_EVENT = (
-    "INSERT INTO webhook_event (id, organization_id, environment, type, payload, created_at, delivery_status,"
-    " attempt_count, next_attempt_at)"
-    " SELECT ?, ?, ?, ?, ?, ?, CASE WHEN e.id IS NULL THEN 'skipped' ELSE 'pending' END, 0,"
-    " CASE WHEN e.id IS NULL THEN NULL ELSE ? END"
-    " FROM (SELECT 1 AS one) AS base"
-    " LEFT JOIN webhook_endpoint AS e ON e.organization_id = ? AND e.environment = ? AND e.status = 'enabled'"
-)
 
 
 def recent_deliveries(organization_id: int | None = None, environment: str | None = None,
@@ -629,9 +604,9 @@ class Deliverer:
                         & (WebhookEndpoint.url == claim.url))
                  .execute())
         status = changes["delivery_status"] if held else "lease-lost"
-        log.info(json.dumps({"event_id": claim.event_id, "attempt": number, "url": claim.url,
-                             "status_code": result.status_code, "latency_ms": result.latency_ms,
-                             "error": result.error, "delivery_status": status}))
+        log.info("delivery attempt", extra={"fields": {
+            "event_id": claim.event_id, "attempt": number, "url": claim.url, "status_code": result.status_code,
+            "latency_ms": result.latency_ms, "error": result.error, "delivery_status": status}})
         return status
 
     # Running.

@@ -11,6 +11,7 @@ import requests
 from emissions import customers
 from emissions import jsoncodec
 from emissions import schemas
+from emissions import store
 from conftest import (LiveServer, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
                       post_calculation, raw_exchange)
 from emissions.models import Calculation, CustomerRollup, db
@@ -403,8 +404,8 @@ def test_concurrent_rollup_writes_lose_no_update(acme):
         try:
             for index in indexes:
                 with db.atomic():
-                    db.execute_sql(*customers.rollup_statement(acme.customer.id, "test", "ROAD", "upstream",
-                                                               amounts[index], amounts[index] * 2, days[index]))
+                    store.run(*store.add_to_rollup(acme.customer.id, "test", "ROAD", "upstream",
+                                                   amounts[index], amounts[index] * 2, days[index]))
         except Exception as exc:  # reported below, with the thread's failure
             errors.append(exc)
         finally:

@@ -1,23 +1,15 @@
-"""The POST hot path's hand-written pieces say exactly what the general code they replace would say.
-
-The fingerprint text, the calculation body and the webhook event are written out by their shape,
-ids are formatted without uuid.UUID, and the four writes run in a models.WriteTransaction rather
-than db.atomic(). Each is held here to its general counterpart (jsoncodec.canonical, jsoncodec.dumps,
-str(uuid.UUID(...)), db.atomic()) over many inputs.
-"""
+"""What a calculation stores: one fingerprint for the same request however it is written, the
+body in the API's key order with exact numbers, and the webhook event around it; the transaction
+at the capacity leaves nothing behind."""
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import json
-import os
 import random
 import re
-import threading
-import uuid
 from decimal import Decimal
 
-import peewee as pw
 import pytest
 
 from emissions import calculations
@@ -131,12 +123,6 @@ def canonical_digest(payload: dict) -> str:
 
 # --- the fingerprint -------------------------------------------------------------------------------
 
-def test_the_written_out_fingerprint_text_is_canonical_text_for_every_body(payloads):
-    assert len(payloads) > 350
-    for payload in payloads:
-        assert calculations._canonical_request(payload) == jsoncodec.canonical(payload), payload
-
-
 def test_the_fingerprint_is_the_digest_of_the_canonical_text_for_every_body(payloads):
     for payload in payloads:
         assert calculations.fingerprint(payload) == canonical_digest(payload), payload
@@ -151,17 +137,9 @@ def test_the_same_request_written_differently_has_one_fingerprint():
     assert len({calculations.fingerprint(calculations.with_defaults(jsoncodec.loads(text))) for text in texts}) == 1
 
 
-@pytest.mark.parametrize("reshape", [
-    lambda payload: {**payload, "extra": "member"},
-    lambda payload: {**payload, "cargo": {**payload["cargo"], "note": "extra"}},
-    lambda payload: {**payload, "distance": {"value": payload["distance"]["value"]}},
-    lambda payload: {name: value for name, value in payload.items() if name != "business_context"},
-], ids=["extra-member", "extra-cargo-member", "distance-without-unit", "no-default-applied"])
-def test_a_payload_of_another_shape_is_not_written_out_and_still_gets_the_canonical_digest(payloads, reshape):
-    for payload in payloads[::25]:
-        other = reshape(payload)
-        assert calculations._canonical_request(other) is None
-        assert calculations.fingerprint(other) == canonical_digest(other)
+def test_the_canonical_text_sorts_keys_and_writes_numbers_by_value():
+    assert jsoncodec.canonical(jsoncodec.loads(b'{"b": [1.50, {"d": 1e1, "c": "x"}], "a": null}')) == (
+        '{"a":null,"b":[1.5,{"c":"x","d":10}]}')
 
 
 # --- the calculation body --------------------------------------------------------------------------
@@ -177,7 +155,6 @@ FACTORS = [
     models.Factor(reference='sea "bulk" \\ é', version=12, mode="SEA", value=Decimal("0.01"), name="\U0001F6A2 Sea",
                   source="bell\u0001 source", region="EU", valid_from=None, valid_to=dt.date(2030, 12, 31)),
 ]
-LINEAGES = [jsoncodec.dumps(factor.lineage()) for factor in FACTORS] + [jsoncodec.dumps({"small": "lineage"})]
 
 
 def pick(options: list, index: int):
@@ -216,21 +193,24 @@ def in_order(value):
     return value
 
 
-def test_the_written_out_calculation_body_is_what_dumps_writes_for_every_body(payloads):
+def test_the_calculation_body_keeps_the_api_s_key_order_and_exact_numbers_for_every_body(payloads):
     for index, payload in enumerate(payloads):
-        inputs = (models.uuid4_text(os.urandom(16)), pick(ENVIRONMENTS, index), payload, pick(TEXTS, index),
-                  pick(DECIMALS, index), pick(DECIMALS, index + 3), pick(LINEAGES, index), pick(MOMENTS, index))
-        text = calculations.calculation_body(*inputs)
+        factor = pick(FACTORS, index)
+        inputs = (models.new_id(), pick(ENVIRONMENTS, index), payload, pick(TEXTS, index),
+                  pick(DECIMALS, index), pick(DECIMALS, index + 3), factor, pick(MOMENTS, index))
+        text = jsoncodec.dumps(calculations.calculation_view(*inputs))
         parsed = jsoncodec.loads(text)
         assert text == jsoncodec.dumps(parsed), text
-        assert in_order(parsed) == in_order(expected_body(*inputs)), text
+        assert in_order(parsed) == in_order(expected_body(*inputs[:6], jsoncodec.dumps(factor.lineage()),
+                                                          inputs[7])), text
 
 
 # --- the webhook event -----------------------------------------------------------------------------
 
-def test_the_written_out_event_payload_is_what_dumps_writes(payloads):
-    data_texts = [calculations.calculation_body(models.new_id(), "test", payload, "cust-1", Decimal("4000"),
-                                                Decimal("500.88"), LINEAGES[0], MOMENTS[0])
+def test_the_event_payload_carries_the_data_text_as_it_is(payloads):
+    data_texts = [jsoncodec.dumps(calculations.calculation_view(models.new_id(), "test", payload, "cust-1",
+                                                                Decimal("4000"), Decimal("500.88"), FACTORS[0],
+                                                                MOMENTS[0]))
                   for payload in payloads[::40]] + [jsoncodec.dumps({"error": 'a "quoted" \\ \u0001 é \U0001F69A'})]
     for index, data_json in enumerate(data_texts):
         environment, event_type = pick(ENVIRONMENTS, index), pick(["calculation.succeeded", "calculation.failed"],
@@ -258,145 +238,10 @@ def test_an_event_without_a_moment_of_its_own_is_made_now():
 
 # --- ids ---------------------------------------------------------------------------------------------
 
-def uuid4_by_the_uuid_module(random_bytes: bytes) -> str:
-    return str(uuid.UUID(bytes=random_bytes, version=4))
-
-
-def test_an_id_is_the_text_of_uuid_module_version_4_uuid_for_random_bytes():
-    for _ in range(2000):
-        random_bytes = os.urandom(16)
-        assert models.uuid4_text(random_bytes) == uuid4_by_the_uuid_module(random_bytes), random_bytes.hex()
-
-
-@pytest.mark.parametrize("position", [6, 8], ids=["version-byte", "variant-byte"])
-def test_an_id_is_the_uuid_module_text_for_every_value_of_the_bytes_the_version_and_variant_overwrite(position):
-    for value in range(256):
-        random_bytes = bytearray(os.urandom(16))
-        random_bytes[position] = value
-        assert models.uuid4_text(bytes(random_bytes)) == uuid4_by_the_uuid_module(bytes(random_bytes)), value
-
-
-@pytest.mark.parametrize("random_bytes", [bytes(16), b"\xff" * 16, bytes(range(16)), bytes(range(255, 239, -1))],
-                         ids=["all-zero", "all-ones", "ascending", "descending"])
-def test_an_id_is_the_uuid_module_text_for_edge_bytes(random_bytes):
-    assert models.uuid4_text(random_bytes) == uuid4_by_the_uuid_module(random_bytes)
-
-
 def test_new_ids_match_the_pattern_the_api_accepts_and_are_version_4():
     for _ in range(1000):
         value = models.new_id()
         assert UUID_PATTERN.match(value) and UUID4_PATTERN.match(value), value
-
-
-# --- models.WriteTransaction -------------------------------------------------------------------------
-
-INSERT_SECRET = "INSERT INTO instance_secret (name, value) VALUES (?, ?)"
-
-
-def insert_secret(cursor, name: str, value: str = "v") -> None:
-    cursor.execute(models.sql(INSERT_SECRET), (name, value))
-
-
-def stored_names() -> set[str]:
-    """The instance_secret names, read on a new connection (what is not committed is not there)."""
-    models.db.close()
-    return {row.name for row in models.InstanceSecret.select()}
-
-
-def a_writer_on_another_thread_gets_through() -> bool:
-    """Whether a WriteTransaction on another thread (its own connection) commits within 5 s: not
-    when this thread left SQLite's writer lock or a transaction behind."""
-    committed = threading.Event()
-
-    def write():
-        try:
-            with models.WriteTransaction() as cursor:
-                insert_secret(cursor, "other-thread-" + os.urandom(8).hex())
-            committed.set()
-        finally:
-            models.db.close()
-
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    thread.join(timeout=5)
-    return committed.is_set()
-
-
-def assert_the_database_takes_writes_again() -> None:
-    assert a_writer_on_another_thread_gets_through()
-    with models.db.atomic():
-        models.InstanceSecret.create(name="afterwards", value="v")
-    assert "afterwards" in stored_names()
-
-
-class Abandoned(Exception):
-    pass
-
-
-@pytest.mark.on_both
-def test_a_write_transaction_commits_its_statements(app):
-    with models.WriteTransaction() as cursor:
-        insert_secret(cursor, "first")
-        insert_secret(cursor, "second")
-    assert {"first", "second"} <= stored_names()
-    assert_the_database_takes_writes_again()
-
-
-class OperationalError(Exception):
-    """Not a driver's error, though it has the name of one."""
-
-
-@pytest.mark.on_both
-@pytest.mark.parametrize("error", [Abandoned("changed my mind"), OperationalError("the service's own")],
-                         ids=["any-error", "not-the-drivers-though-named-like-it"])
-def test_an_exception_in_a_write_transaction_rolls_it_back_and_goes_on_as_it_is(app, error):
-    with pytest.raises(type(error)) as caught:
-        with models.WriteTransaction() as cursor:
-            insert_secret(cursor, "abandoned")
-            raise error
-    assert caught.value is error  # a driver-named error of ours is not turned into Peewee's
-    assert "abandoned" not in {row.name for row in models.InstanceSecret.select()}  # not even on this connection
-    assert "abandoned" not in stored_names()
-    assert_the_database_takes_writes_again()
-
-
-@pytest.mark.on_both
-def test_a_driver_integrity_error_in_a_write_transaction_is_peewees_and_rolls_it_back(app):
-    models.InstanceSecret.create(name="taken", value="original")
-    with pytest.raises(pw.IntegrityError):
-        with models.WriteTransaction() as cursor:
-            insert_secret(cursor, "before-the-duplicate")
-            insert_secret(cursor, "taken", "duplicate")
-    assert "before-the-duplicate" not in {row.name for row in models.InstanceSecret.select()}
-    assert "before-the-duplicate" not in stored_names()
-    assert models.InstanceSecret.get(models.InstanceSecret.name == "taken").value == "original"
-    assert_the_database_takes_writes_again()
-
-
-@pytest.mark.on_both
-def test_an_atomic_block_inside_a_write_transaction_is_part_of_it(app):
-    # A savepoint of the write transaction, so the outer rollback undoes it too (a transaction of
-    # its own would have committed the outer insert on PostgreSQL and waited on its own writer
-    # lock on SQLite).
-    with pytest.raises(Abandoned):
-        with models.WriteTransaction() as cursor:
-            insert_secret(cursor, "outer")
-            with models.db.atomic():
-                models.InstanceSecret.create(name="inner", value="v")
-            raise Abandoned("changed my mind")
-    assert not {"outer", "inner"} & stored_names()
-    assert_the_database_takes_writes_again()
-
-
-@pytest.mark.on_both
-def test_a_write_transaction_refuses_to_run_inside_another_transaction(app):
-    with models.db.atomic():
-        with pytest.raises(RuntimeError, match="inside another transaction"):
-            with models.WriteTransaction() as cursor:
-                insert_secret(cursor, "nested")  # never runs
-        models.InstanceSecret.create(name="outer", value="v")  # the outer transaction goes on
-    assert "outer" in stored_names() and "nested" not in stored_names()
-    assert_the_database_takes_writes_again()
 
 
 # --- the calculation's transaction at the capacity -------------------------------------------------

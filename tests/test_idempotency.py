@@ -9,8 +9,12 @@ import time
 import pytest
 import requests
 
+from emissions import auth
+from emissions import calculations
 from emissions import factors
+from emissions import jsoncodec
 from emissions import models
+from emissions.errors import IdempotencyError
 from conftest import LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
 
 URL = "/v1/emissions/logistics"
@@ -300,3 +304,15 @@ def test_concurrent_requests_with_different_keys_each_create_one(live_server, ac
     assert [response.status_code for response in responses] == [201] * 8
     assert len({response.json()["id"] for response in responses}) == 8
     assert counts() == {"calculations": 8, "billed": 8, "rolled_up": 8, "events": 8}
+
+
+@pytest.mark.on_both
+def test_calculate_is_a_domain_function_the_api_and_tools_call_alike(app, acme, secret):
+    principal = auth.KeyStore(secret, 0).lookup(acme.key)
+    payload = jsoncodec.loads(json.dumps(logistics_body()))
+    created = calculations.calculate(principal, payload, "domain-key")
+    replayed = calculations.calculate(principal, payload, "domain-key")
+    assert (created.replayed, replayed.replayed, replayed.body) == (False, True, created.body)
+    assert calculations.get(principal, created.calculation_id) == created.body
+    with pytest.raises(IdempotencyError):
+        calculations.calculate(principal, {**payload, "external_reference": "other"}, "domain-key")

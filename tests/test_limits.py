@@ -15,6 +15,7 @@ from emissions import calculations
 from emissions import cli
 from emissions import limits
 from emissions import models
+from emissions import store
 from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, make_key, post_calculation
 from emissions.errors import LimitReached
@@ -348,8 +349,8 @@ def test_the_test_environment_has_the_sandbox_default_and_live_is_unlimited(app,
 def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
     """The usage counting a calculation's transaction does, on its own."""
     now = now or models.utcnow()
-    statement, params = limits.consume_statement(organization_id, environment, test_default, now)
-    limits.check_consumed(models.db.execute_sql(statement, params).rowcount, now)
+    if store.run(*store.consume(organization_id, environment, test_default, limits.period_of(now))).rowcount != 1:
+        limits.capacity_used_up(now)
 
 
 def test_live_unlimited_by_default_in_the_domain_function(app, acme):

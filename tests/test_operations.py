@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -23,8 +24,8 @@ from webtest import TestApp
 
 from emissions import cli
 from emissions import config as config_module
+from emissions import logs
 from emissions import models
-from emissions import server
 from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, post_calculation
 
@@ -68,6 +69,8 @@ def test_the_api_answers_500_in_the_envelope_while_the_database_is_unreachable(c
 
 # --- the access log --------------------------------------------------------------------------------
 
+RFC3339_MILLISECONDS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z")
+
 @pytest.fixture
 def logged(config, caplog):
     """A client of an app that logs requests, and the access log lines it writes."""
@@ -75,7 +78,8 @@ def logged(config, caplog):
     caplog.set_level(logging.INFO, logger="emissions.access")
 
     def lines() -> list[dict]:
-        return [json.loads(record.getMessage()) for record in caplog.records if record.name == "emissions.access"]
+        return [json.loads(logs.JsonFormatter().format(record)) for record in caplog.records
+                if record.name == "emissions.access"]
 
     return TestApp(app), lines
 
@@ -89,7 +93,10 @@ def test_one_json_line_per_request_with_its_id_method_path_status_latency_and_ke
     records = lines()
     assert len(records) == 4
     for record in records:
-        assert set(record) == {"request_id", "method", "path", "status", "latency_ms", "key_id"}
+        assert set(record) == {"time", "level", "logger", "request_id", "method", "path", "status", "latency_ms",
+                               "key_id"}
+        assert (record["level"], record["logger"]) == ("info", "emissions.access")
+        assert RFC3339_MILLISECONDS.match(record["time"]), record["time"]
         assert isinstance(record["latency_ms"], (int, float)) and record["latency_ms"] >= 0
     key_id = models.ApiKey.get(models.ApiKey.organization == acme.org).id
     assert [(r["method"], r["path"], r["status"], r["key_id"]) for r in records] == [
@@ -190,7 +197,8 @@ def test_the_served_process_writes_one_access_line_per_request_to_stderr(served)
     assert {name: line[name] for name in ("request_id", "method", "path", "status", "key_id")} == {
         "request_id": created.headers["X-Request-Id"], "method": "POST", "path": "/v1/emissions/logistics",
         "status": 201, "key_id": key_id}
-    assert set(line) == {"request_id", "method", "path", "status", "latency_ms", "key_id"}
+    assert set(line) == {"time", "level", "logger", "request_id", "method", "path", "status", "latency_ms", "key_id"}
+    assert RFC3339_MILLISECONDS.match(line["time"]) and line["level"] == "info"
 
 
 def test_sigterm_lets_an_in_flight_request_finish(served):
@@ -231,26 +239,54 @@ def variables_read_in_config() -> set[str]:
     return set(re.findall(r"""env_[a-z]+\(\s*["']([A-Z][A-Z0-9_]*)["']""", source))
 
 
+VARIABLE_TABLE = "| variable | default | meaning |"
+
+
+def documented_rows() -> list[tuple[str, str, str]]:
+    """Every row of every table headed `| variable | default | meaning |` in docs/*.md: (file, name, default)."""
+    rows = []
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        lines = path.read_text().splitlines()
+        for start, line in enumerate(lines):
+            if line.strip() != VARIABLE_TABLE:
+                continue
+            for row in itertools.takewhile(lambda text: text.startswith("|"), lines[start + 2:]):
+                found = re.match(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", row)
+                assert found, f"{path.name}: not a variable row: {row}"
+                rows.append((path.name, found.group(1), found.group(2)))
+    return rows
+
+
 def documented_configuration() -> dict[str, str]:
-    """The README's Configuration table: variable -> default."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    return {name: default for name, default in re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", section, re.M)}
+    """The variables the docs' tables document: variable -> default."""
+    return {name: default for _, name, default in documented_rows()}
 
 
 def test_config_reads_the_variables_this_test_knows_how_to_find():
     assert {"DATABASE_URL", "SECRET_KEY", "RATE_LIMIT_PER_SECOND", "LOG_REQUESTS"} <= variables_read_in_config()
 
 
-def test_every_environment_variable_read_in_config_is_documented_in_the_readme():
+def test_every_environment_variable_read_in_config_is_documented_in_docs():
     documented = documented_configuration()
     missing = variables_read_in_config() - set(documented)
-    assert not missing, f"document in README.md, section Configuration: {sorted(missing)}"
+    assert not missing, f"document in docs/operations.md, section Configuration: {sorted(missing)}"
 
 
-def test_the_readme_documents_no_variable_that_config_does_not_read():
+def test_operations_lists_every_variable_in_its_configuration_table():
+    in_operations = {name for path, name, _ in documented_rows() if path == "operations.md"}
+    assert variables_read_in_config() <= in_operations, sorted(variables_read_in_config() - in_operations)
+
+
+def test_docs_document_no_variable_that_config_does_not_read():
     stale = set(documented_configuration()) - variables_read_in_config()
-    assert not stale, f"README.md documents variables nothing reads: {sorted(stale)}"
+    assert not stale, f"docs/ document variables nothing reads: {sorted(stale)}"
+
+
+def test_a_variable_documented_twice_has_one_default():
+    defaults: dict[str, set[str]] = {}
+    for _, name, default in documented_rows():
+        defaults.setdefault(name, set()).add(default.strip())
+    assert {name: found for name, found in defaults.items() if len(found) > 1} == {}
 
 
 def test_the_documented_defaults_are_the_defaults(monkeypatch):
@@ -303,7 +339,7 @@ def test_a_worker_recovers_after_the_database_drops_its_connection(app, acme):
 
 def test_waitress_queue_warnings_pass_once_per_interval_and_count_the_rest():
     now = [100.0]
-    throttle = server.OncePerInterval(interval=10, clock=lambda: now[0])
+    throttle = logs.OncePerInterval(interval=10, clock=lambda: now[0])
 
     def warn(depth: int) -> logging.LogRecord | None:
         record = logging.LogRecord("waitress.queue", logging.WARNING, __file__, 1, "Task queue depth is %d",

@@ -9,7 +9,7 @@ from webtest import TestApp
 
 from emissions import jsoncodec
 from emissions.app import create_app
-from emissions.calculations import RecentCalculations, Stored
+from emissions.recent import RecentCalculations
 from conftest import logistics_body, make_key, post_calculation
 
 pytestmark = pytest.mark.on_both
@@ -48,25 +48,34 @@ def test_what_one_instance_made_another_reads_and_replays_from_the_database(clie
     assert replay.headers["Idempotent-Replayed"] == "true"
 
 
-def stored(number: int) -> Stored:
-    return Stored(f"calc-{number}", f"fingerprint-{number}", f"body-{number}")
+def remember(recent: RecentCalculations, number: int) -> None:
+    recent.remember(1, "test", f"calc-{number}", f"body-{number}", f"key-{number}", f"bytes-{number}".encode())
 
 
 def test_past_its_size_the_oldest_are_forgotten_first():
     recent = RecentCalculations(size=2)
     for number in range(3):
-        recent.remember(1, "test", f"key-{number}", stored(number))
+        remember(recent, number)
     assert recent.body(1, "test", "calc-0") is None
-    assert recent.by_key(1, "test", "key-0") is None
+    assert recent.replay(1, "test", "key-0", b"bytes-0") is None
     assert [recent.body(1, "test", f"calc-{n}") for n in (1, 2)] == ["body-1", "body-2"]
-    assert recent.by_key(1, "test", "key-2") == stored(2)
+    assert recent.replay(1, "test", "key-2", b"bytes-2") == "body-2"
+
+
+def test_only_the_very_bytes_remembered_with_a_key_replay_from_memory():
+    recent = RecentCalculations(size=10)
+    remember(recent, 1)
+    assert recent.replay(1, "test", "key-1", b"bytes-1 ") is None
+    assert recent.replay(1, "test", "key-2", b"bytes-1") is None
+    assert recent.replay(2, "test", "key-1", b"bytes-1") is None
+    assert recent.replay(1, "live", "key-1", b"bytes-1") is None
 
 
 def test_size_zero_remembers_nothing():
     recent = RecentCalculations(size=0)
-    recent.remember(1, "test", "key", stored(1))
+    remember(recent, 1)
     assert recent.body(1, "test", "calc-1") is None
-    assert recent.by_key(1, "test", "key") is None
+    assert recent.replay(1, "test", "key-1", b"bytes-1") is None
 
 
 def post_bytes(client, persona, raw: bytes, key: str, content_type: str = "application/json"):

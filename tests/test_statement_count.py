@@ -1,7 +1,7 @@
 """The SQL statements each hot request sends, counted exactly, so that they cannot creep back.
 
 Every statement the service sends goes through a cursor of the database (Peewee's execute_sql,
-BEGIN and COMMIT alike); the counter wraps that cursor. README, "Performance", says why each one
+BEGIN and COMMIT alike); the counter wraps that cursor. docs/performance.md says why each one
 is there.
 """
 from __future__ import annotations

@@ -21,7 +21,7 @@ from emissions import scheduler
 from emissions import webhooks
 from conftest import logistics_body, make_customer, make_key, post_calculation
 from emissions.models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
-from webhook_receiver import Receiver, readme_verify
+from webhook_receiver import Receiver, documented_verify
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -90,7 +90,7 @@ def test_succeeded_event_is_signed_with_the_documented_formula(client, config, a
     assert received.headers["Content-Type"] == "application/json"
     assert received.headers["X-Service-Webhook-Id"] == event.id
     assert received.headers["X-Service-Webhook-Signature"] == by_hand(secret, received)
-    assert readme_verify()(secret, received.headers, received.body) == event.id
+    assert documented_verify()(secret, received.headers, received.body) == event.id
     assert webhooks.verify(secret, received.headers, received.body) == event.id
     body = json.loads(received.body)
     assert body == {"id": event.id, "type": "calculation.succeeded", "created_at": body["created_at"],

@@ -14,7 +14,7 @@ from emissions import cli
 from emissions import models
 from emissions import webhooks
 from emissions.models import WebhookEndpoint, WebhookEvent
-from webhook_receiver import README, readme_verify
+from webhook_receiver import WEBHOOKS_DOC, documented_verify
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
 GOLDEN_ID = "9f8c2b1e-4d3a-4b6f-8e21-5c7a9d0e1f23"
@@ -39,14 +39,14 @@ def test_golden_vector_signs_to_the_documented_signature():
     assert GOLDEN_SIGNATURE == "v1=" + by_hand
 
 
-def test_readme_documents_the_golden_vector_verbatim():
-    text = README.read_text()
+def test_the_webhooks_doc_gives_the_golden_vector_verbatim():
+    text = WEBHOOKS_DOC.read_text()
     for value in (GOLDEN_SECRET, GOLDEN_ID, GOLDEN_TIMESTAMP, GOLDEN_BODY, GOLDEN_SIGNATURE):
         assert value in text
 
 
-def test_readme_receiver_snippet_accepts_the_golden_vector_and_rejects_a_changed_body():
-    verify = readme_verify()
+def test_the_documented_receiver_snippet_accepts_the_golden_vector_and_rejects_a_changed_body():
+    verify = documented_verify()
     forever = 10 ** 12  # the vector's timestamp is in the past
     assert verify(GOLDEN_SECRET, golden_headers(), GOLDEN_BODY.encode(), tolerance=forever) == GOLDEN_ID
     with pytest.raises(ValueError):
@@ -95,8 +95,8 @@ def test_verify_answers_hostile_headers_with_invalid_signature_only(headers):
 
 
 @pytest.mark.parametrize("headers", HOSTILE_HEADERS)
-def test_readme_receiver_snippet_answers_hostile_headers_with_its_own_value_error(headers):
-    verify = readme_verify()
+def test_the_documented_receiver_snippet_answers_hostile_headers_with_its_own_value_error(headers):
+    verify = documented_verify()
     with pytest.raises(ValueError, match="malformed|does not match|tolerance"):
         verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), tolerance=10 ** 12)
 

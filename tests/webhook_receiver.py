@@ -1,4 +1,4 @@
-"""A real HTTP webhook receiver on loopback for the webhook tests, and the README's verify snippet."""
+"""A real HTTP webhook receiver on loopback for the webhook tests, and the verify snippet of docs/webhooks.md."""
 from __future__ import annotations
 
 import re
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+WEBHOOKS_DOC = Path(__file__).resolve().parent.parent / "docs" / "webhooks.md"
 
 
 @dataclass(frozen=True)
@@ -108,10 +108,10 @@ class Receiver:
         return Handler
 
 
-def readme_verify():
-    """The `verify` function of the first Python block in README's Webhooks section, as a receiver would copy it."""
-    section = README.read_text().split("\n## Webhooks\n", 1)[1].split("\n## ", 1)[0]
+def documented_verify():
+    """The `verify` function of the Python block in docs/webhooks.md's "Verifying" section, as a receiver would copy it."""
+    section = WEBHOOKS_DOC.read_text().split("\n## Verifying a delivery\n", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/webhooks.md", "exec"), namespace)
     return namespace["verify"]

@@ -1,4 +1,9 @@
-"""The OpenAPI document, and validators compiled from its component schemas (never written twice)."""
+"""The OpenAPI document, and validators compiled from its component schemas (never written twice).
+
+jsonschema is the authority: it decides, and explains what is wrong. A check compiled by
+fastjsonschema from the same schema answers first, because most bodies are valid and it is much
+faster; it may only ever say "valid" where jsonschema would (tests/test_validation_check.py).
+"""
 from __future__ import annotations
 
 import json
@@ -7,11 +12,10 @@ from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
+import fastjsonschema
 import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
-
-from ..schemas import compiled
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 DOCUMENT_URI = "urn:emissions:openapi"
@@ -34,6 +38,38 @@ def _registry() -> Registry:
     return Registry().with_resource(DOCUMENT_URI, resource)
 
 
+def ecma_pattern(pattern: str) -> str:
+    r"""A JSON Schema `pattern` rewritten for Python's re to mean what ECMA-262 means by it.
+
+    Python's `$` also matches before a final newline (`^abc$` finds "abc\n"); ECMA-262's `$` is the
+    end of the text. So every `$` outside a character class and not escaped becomes `\Z`, and one
+    inside a class is escaped (fastjsonschema rewrites every unescaped `$`, in a class too). The
+    document's patterns use nothing else whose meaning differs between the two (no `.`, `\d`,
+    `\w`, `\s`, `\b` or flags).
+    """
+    out, escaped, in_class = [], False, False
+    for character in pattern:
+        if escaped:
+            escaped = False
+        elif character == "\\":
+            escaped = True
+        elif character == "$":
+            out.append("\\$" if in_class else "\\Z")
+            continue
+        elif in_class:
+            in_class = character != "]"
+        elif character == "[":
+            in_class = True
+        out.append(character)
+    return "".join(out)
+
+
+@lru_cache(maxsize=None)
+def ecma_regex(pattern: str) -> re.Pattern:
+    """A JSON Schema `pattern` compiled as ECMA-262 reads it."""
+    return re.compile(ecma_pattern(pattern))
+
+
 def _max_decimal_places(validator, limit: int, instance, schema):
     """The document's x-maxDecimalPlaces: digits after the point as written (the databases bound them)."""
     if isinstance(instance, Decimal) and instance.is_finite() and -instance.as_tuple().exponent > limit:
@@ -41,8 +77,8 @@ def _max_decimal_places(validator, limit: int, instance, schema):
 
 
 def _pattern(validator, pattern: str, instance, schema):
-    """jsonschema's `pattern`, with the pattern read as ECMA-262 reads it (compiled.ecma_regex)."""
-    if validator.is_type(instance, "string") and not compiled.ecma_regex(pattern).search(instance):
+    """jsonschema's `pattern`, with the pattern read as ECMA-262 reads it."""
+    if validator.is_type(instance, "string") and not ecma_regex(pattern).search(instance):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -64,7 +100,7 @@ def validator(component: str) -> jsonschema.Draft202012Validator:
 @lru_cache(maxsize=None)
 def path_parameter_pattern(name: str) -> re.Pattern:
     """The compiled pattern of a shared path parameter, e.g. customerReference."""
-    return compiled.ecma_regex(openapi()["components"]["parameters"][name]["schema"]["pattern"])
+    return ecma_regex(openapi()["components"]["parameters"][name]["schema"]["pattern"])
 
 
 TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"  # text the databases can store: no NUL, no lone surrogate
@@ -110,19 +146,68 @@ def _explain(error: jsonschema.ValidationError) -> list[dict]:
     return [{"field": where or "body", "message": message}]
 
 
+def _for_fastjsonschema(node):
+    """The schema with its patterns rewritten by ecma_pattern() and x-maxDecimalPlaces left out
+    (fastjsonschema ignores a keyword it does not know; quick_check applies it)."""
+    if isinstance(node, list):
+        return [_for_fastjsonschema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    rewritten = {key: _for_fastjsonschema(value) for key, value in node.items() if key != "x-maxDecimalPlaces"}
+    if isinstance(node.get("pattern"), str):
+        rewritten["pattern"] = ecma_pattern(node["pattern"])
+    return rewritten
+
+
+def _decimal_place_limits(node) -> list[int]:
+    if isinstance(node, dict):
+        return [limit for key, value in node.items()
+                for limit in ([value] if key == "x-maxDecimalPlaces" else _decimal_place_limits(value))]
+    if isinstance(node, list):
+        return [limit for item in node for limit in _decimal_place_limits(item)]
+    return []
+
+
+def _places_within(instance, limit: int) -> bool:
+    """True when no number anywhere in the instance has more than `limit` digits after the point."""
+    if isinstance(instance, Decimal):
+        return not instance.is_finite() or -instance.as_tuple().exponent <= limit
+    if isinstance(instance, dict):
+        return all(_places_within(item, limit) for item in instance.values())
+    if isinstance(instance, list):
+        return all(_places_within(item, limit) for item in instance)
+    return True
+
+
 @lru_cache(maxsize=None)
 def quick_check(component: str):
-    """The component's compiled yes/no check (schemas/compiled.py), or None if it cannot be compiled."""
-    try:
-        return compiled.compile_check(validator(component), _registry().resolver())
-    except compiled.Uncompilable:
-        return None
+    """A function instance -> bool, True only where jsonschema finds the instance valid.
+
+    fastjsonschema compiled from the component, with jsonschema's own format checks; the document's
+    x-maxDecimalPlaces is applied with the smallest limit it has anywhere, to every number (stricter
+    than the schema where limits differ: a stricter check only sends a body on to jsonschema).
+    """
+    components = _for_fastjsonschema(openapi()["components"])
+    formats = {name: (lambda value, name=name: jsonschema.Draft202012Validator.FORMAT_CHECKER.conforms(value, name))
+               for name in jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers}
+    check = fastjsonschema.compile({"$ref": f"#/components/schemas/{component}", "components": components},
+                                   formats=formats, use_default=False)
+    limits = _decimal_place_limits(openapi()["components"])
+    limit = min(limits) if limits else None
+
+    def quick(instance) -> bool:
+        try:
+            check(instance)
+        except fastjsonschema.JsonSchemaValueException:
+            return False
+        return limit is None or _places_within(instance, limit)
+
+    return quick
 
 
 def validation_details(component: str, instance) -> list[dict]:
     """The violations of the component schema as {field, message}, by field, at most MAX_DETAILS; empty when valid."""
-    check = quick_check(component)
-    if check is not None and check(instance):
+    if quick_check(component)(instance):
         return []  # the compiled check only ever says "valid"; jsonschema explains everything else
     details: list[dict] = []
     seen = set()

@@ -1,0 +1,110 @@
+"""Log lines: one JSON object per line, each with "time" (RFC 3339, UTC, milliseconds) and "level".
+
+A record's structured fields travel in `extra={"fields": {...}}` and become members of its line;
+a record without them carries its text as "message". A serving process hands its records to a
+QueueHandler, and a QueueListener thread writes them, so a request never waits on stderr.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import logging.handlers
+import queue
+import sys
+import time
+
+
+def moment(created: float) -> str:
+    """A record's time as RFC 3339 in UTC with milliseconds: 2026-11-25T10:52:15.538Z."""
+    return (dt.datetime.fromtimestamp(created, dt.timezone.utc).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"))
+
+
+class JsonFormatter(logging.Formatter):
+    """A record as one JSON line: time, level, logger, then its fields or its message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"time": moment(record.created), "level": record.levelname.lower(), "logger": record.name}
+        fields = getattr(record, "fields", None)
+        if fields is not None:
+            line.update(fields)
+        else:
+            line["message"] = record.getMessage()
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+class OncePerInterval(logging.Filter):
+    """Lets one record through per `interval` seconds and says how many it held back since the last.
+
+    For Waitress's "Task queue depth is N" warning, which it logs for every request that waits for
+    a free thread: under load, a line per request.
+    """
+
+    def __init__(self, interval: float = 10.0, clock=time.monotonic):
+        super().__init__()
+        self.interval = interval
+        self.clock = clock
+        self._next = float("-inf")
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = self.clock()
+        if now < self._next:
+            self._held += 1
+            return False
+        if self._held:
+            record.msg = f"{record.getMessage()} ({self._held} more since the last one shown)"
+            record.args = ()
+        self._held = 0
+        self._next = now + self.interval
+        return True
+
+
+class PollingListener(logging.handlers.QueueListener):
+    """A QueueListener that looks at its queue every `interval` seconds rather than waiting on it.
+
+    A thread waiting on the queue is woken by every record put there, and on waking takes the
+    interpreter lock from the request threads: with an access line per request, a hand-over per
+    request. Looking every tenth of a second, it writes what gathered meanwhile (dequeue() is the
+    method the logging documentation names for overriding).
+    """
+
+    interval = 0.1
+
+    def dequeue(self, block: bool):
+        while True:
+            try:
+                return self.queue.get_nowait()
+            except queue.Empty:
+                if not block:
+                    raise
+                time.sleep(self.interval)
+
+
+def configure(queued: bool = False, stream=None) -> PollingListener | None:
+    """Every record of this process as a JSON line on stderr: the service's own from INFO, others'
+    (Waitress, APScheduler) from WARNING. With `queued`, written by a QueueListener, returned started:
+    stop() it to write what is still queued."""
+    writer = logging.StreamHandler(stream or sys.stderr)
+    listener = None
+    if queued:
+        writer.setFormatter(logging.Formatter("%(message)s"))
+        lines: queue.SimpleQueue = queue.SimpleQueue()
+        listener = PollingListener(lines, writer)
+        handler: logging.Handler = logging.handlers.QueueHandler(lines)  # formats in the caller's thread
+    else:
+        handler = writer
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("emissions").setLevel(logging.INFO)
+    queue_depth = logging.getLogger("waitress.queue")
+    if not any(isinstance(existing, OncePerInterval) for existing in queue_depth.filters):
+        queue_depth.addFilter(OncePerInterval())
+    if listener is not None:
+        listener.start()
+    return listener

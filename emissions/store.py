@@ -1,0 +1,280 @@
+"""Every SQL statement of the service written by hand, and the functions that run them.
+
+The rest of the service speaks Peewee's query builder; these statements are the ones the builder
+cannot say as one statement (conditional upserts, the lookup a calculation decides on) or the
+ones every request sends. Each is written with `?` placeholders and run through statement(),
+which gives PostgreSQL its `%s`. tests/test_statement_count.py holds how many each request sends.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from functools import lru_cache
+from typing import NamedTuple
+
+from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent, db, is_postgres
+
+
+@lru_cache(maxsize=None)
+def _postgres(text: str) -> str:
+    if "%" in text or any("?" in literal for literal in text.split("'")[1::2]):
+        # The rewrite is textual: a % or a ? inside a quoted literal would be taken for syntax.
+        raise ValueError("a hand-written statement must hold no % and no ? inside a literal")
+    return text.replace("?", "%s")
+
+
+def statement(text: str) -> str:
+    """A statement with ? placeholders, in the bound database's style (%s for psycopg2)."""
+    return _postgres(text) if is_postgres() else text
+
+
+def run(text: str, params: tuple = ()):
+    """Run one statement; return its cursor."""
+    return db.execute_sql(statement(text), params)
+
+
+def ping() -> None:
+    """One round trip to the database (for /healthz)."""
+    run("SELECT 1").fetchone()
+
+
+# --- calculations ----------------------------------------------------------------------------
+
+class Stored(NamedTuple):
+    """The parts of a stored calculation a replay needs."""
+
+    id: str
+    fingerprint: str
+    body: str
+
+
+class CustomerRow(NamedTuple):
+    """The parts of the customer a calculation needs."""
+
+    id: int
+    reference: str
+    status: str
+
+
+# Everything a calculation decides on, in one statement: the calculation the key already made, the
+# customer, and the active factor version visible to the organization (global or its own).
+LOOKUP = (
+    "SELECT k.id, k.fingerprint, k.body, c.id, c.reference, c.status,"
+    " f.id, f.reference, f.version, f.mode, f.value, f.name, f.source, f.region, f.valid_from, f.valid_to"
+    " FROM (SELECT 1 AS one) AS base"
+    " LEFT JOIN calculation AS k"
+    "  ON k.organization_id = ? AND k.environment = ? AND k.idempotency_key = ?"
+    " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
+    " LEFT JOIN factor AS f ON f.reference = ? AND f.status = 'active'"
+    "  AND (f.organization_id IS NULL OR f.organization_id = ?)"
+)
+
+
+def lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str,
+           factor_reference: str) -> tuple[Stored | None, CustomerRow | None, tuple | None]:
+    """(what the key made, the customer, the active factor's columns); a replay needs only the first."""
+    row = run(LOOKUP, (organization_id, environment, idempotency_key, organization_id, environment,
+                       customer_reference, factor_reference, organization_id)).fetchone()
+    if row[0] is not None:
+        return Stored(*row[0:3]), None, None
+    customer = CustomerRow(*row[3:6]) if row[3] is not None else None
+    return None, customer, (tuple(row[6:16]) if row[6] is not None else None)
+
+
+FIND_BY_KEY = ("SELECT id, fingerprint, body FROM calculation"
+               " WHERE organization_id = ? AND environment = ? AND idempotency_key = ?")
+
+
+def find_by_key(organization_id: int, environment: str, idempotency_key: str) -> Stored | None:
+    """The calculation this organization and environment made with this Idempotency-Key, if any."""
+    row = run(FIND_BY_KEY, (organization_id, environment, idempotency_key)).fetchone()
+    return Stored(*row) if row else None
+
+
+GET_BODY = "SELECT body FROM calculation WHERE id = ? AND organization_id = ? AND environment = ?"
+
+
+def calculation_body(organization_id: int, environment: str, calculation_id: str) -> str | None:
+    """The stored body of a calculation in this organization and environment, if any."""
+    row = run(GET_BODY, (calculation_id, organization_id, environment)).fetchone()
+    return row[0] if row else None
+
+
+class NewCalculation(NamedTuple):
+    """A calculation's row, ready to be written."""
+
+    id: str
+    organization_id: int
+    environment: str
+    customer_id: int
+    external_reference: str
+    idempotency_key: str
+    fingerprint: str
+    mode: str
+    business_context: str
+    activity_date: dt.date
+    cargo_tonnes: Decimal
+    distance_km: Decimal
+    activity_tkm: Decimal
+    emissions_kg: Decimal
+    factor_id: int
+    factor_version: int
+    factor_value: Decimal
+    request_id: str
+    body: str
+    created_at: dt.datetime
+
+
+INSERT_CALCULATION = (
+    "INSERT INTO calculation (id, organization_id, environment, customer_id, external_reference, idempotency_key,"
+    " fingerprint, mode, business_context, activity_date, cargo_tonnes, distance_km, activity_tkm, emissions_kg,"
+    " factor_id, factor_version, factor_value, request_id, body, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class CapacityUsedUp(Exception):
+    """The organization's capacity for the month is used up: the calculation was not written."""
+
+
+def write_calculation(calculation: NewCalculation, test_capacity: int, period: str, event) -> None:
+    """Write a calculation in one transaction: its row, one more use of the organization's
+    capacity for `period`, its customer's rollup and its webhook event (a webhooks.NewEvent).
+
+    Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
+    IntegrityError when a calculation with the same idempotency key was committed first.
+    """
+    c = calculation
+    row = (c.id, c.organization_id, c.environment, c.customer_id, c.external_reference, c.idempotency_key,
+           c.fingerprint, c.mode, c.business_context, Calculation.activity_date.db_value(c.activity_date),
+           str(c.cargo_tonnes), str(c.distance_km), str(c.activity_tkm), str(c.emissions_kg), c.factor_id,
+           c.factor_version, str(c.factor_value), c.request_id, c.body,
+           Calculation.created_at.db_value(c.created_at))
+    with db.atomic():
+        run(INSERT_CALCULATION, row)
+        # Counted after the insert: a concurrent request with the same key fails on the unique
+        # key above and becomes a replay, which capacity never blocks.
+        if run(*consume(c.organization_id, c.environment, test_capacity, period)).rowcount != 1:
+            raise CapacityUsedUp()
+        run(*add_to_rollup(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm,
+                           c.emissions_kg, c.activity_date))
+        insert_event(event)
+
+
+# --- usage: one statement per billable calculation -----------------------------------------------
+
+# The capacity (NULL is unlimited) is read inside the statement, and the counter row is created or
+# incremented only while below it: no row changed means the capacity is used up.
+_CONSUME = (
+    'INSERT INTO usage_counter (organization_id, environment, "period", "count")'
+    " SELECT ?, ?, ?, 1 WHERE COALESCE({capacity} > 0, TRUE)"
+    ' ON CONFLICT (organization_id, environment, "period") DO UPDATE SET "count" = usage_counter."count" + 1'
+    ' WHERE COALESCE(usage_counter."count" < {capacity}, TRUE)'
+)
+CONSUME_LIVE = _CONSUME.format(capacity="(SELECT live_capacity FROM organization WHERE id = ?)")
+CONSUME_TEST = _CONSUME.format(capacity="(SELECT COALESCE(test_capacity, ?) FROM organization WHERE id = ?)")
+
+
+def consume(organization_id: int, environment: str, test_capacity: int, period: str) -> tuple[str, tuple]:
+    """The statement counting one billable calculation, and its parameters; it changes one row, or
+    none when the capacity is used up. `test_capacity` is the sandbox default."""
+    if environment == "live":
+        text, capacity_params = CONSUME_LIVE, (organization_id,)
+    else:
+        text, capacity_params = CONSUME_TEST, (test_capacity, organization_id)
+    return text, (organization_id, environment, period, *capacity_params, *capacity_params)
+
+
+# --- customer rollups ------------------------------------------------------------------------------
+
+def _rollup(add: str, least: str, greatest: str) -> str:
+    def total(column: str) -> str:
+        return f"{column} = " + add.format(f"customer_rollup.{column}", f"EXCLUDED.{column}")
+
+    return (
+        "INSERT INTO customer_rollup (customer_id, environment, mode, business_context,"
+        " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date)"
+        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)"
+        " ON CONFLICT (customer_id, environment, mode, business_context) DO UPDATE SET"
+        " calculation_count = customer_rollup.calculation_count + 1,"
+        f" {total('activity_tkm')}, {total('emissions_kg')},"
+        f" first_activity_date = {least}(customer_rollup.first_activity_date, EXCLUDED.first_activity_date),"
+        f" last_activity_date = {greatest}(customer_rollup.last_activity_date, EXCLUDED.last_activity_date)"
+    )
+
+
+ROLLUP_POSTGRES = _rollup("{0} + {1}", "LEAST", "GREATEST")
+# SQLite's two-argument MIN and MAX are scalar; its dates are ISO text, so text order is date order;
+# decimals are text summed by models.decimal_add (exact, in the same context).
+ROLLUP_SQLITE = _rollup("decimal_add({0}, {1})", "MIN", "MAX")
+
+
+def add_to_rollup(customer_id: int, environment: str, mode: str, business_context: str, activity: Decimal,
+                  emissions: Decimal, activity_date: dt.date) -> tuple[str, tuple]:
+    """The statement adding one calculation to its rollup row (one atomic upsert, so concurrent
+    writers cannot lose an update), and its parameters."""
+    return (ROLLUP_POSTGRES if is_postgres() else ROLLUP_SQLITE), (
+        customer_id, environment, mode, business_context, CustomerRollup.activity_tkm.db_value(activity),
+        CustomerRollup.emissions_kg.db_value(emissions), activity_date, activity_date)
+
+
+# The customer and its rollup rows (one row per rollup row; one row of NULLs after the customer's
+# columns when it has no calculations yet).
+FIND_WITH_ROLLUPS = (
+    "SELECT c.id, c.name, c.status, c.country_code, r.mode, r.business_context, r.calculation_count,"
+    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date"
+    " FROM customer AS c"
+    " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.environment = c.environment"
+    " WHERE c.organization_id = ? AND c.environment = ? AND c.reference = ?"
+)
+
+
+def customer_with_rollups(organization_id: int, environment: str, reference: str) -> list[tuple]:
+    """The customer's columns and rollup rows, as rows of FIND_WITH_ROLLUPS; empty when no such customer."""
+    return run(FIND_WITH_ROLLUPS, (organization_id, environment, reference)).fetchall()
+
+
+CALCULATION_TOTALS = ("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date"
+                      " FROM calculation WHERE customer_id = ?")
+
+LOCK_CUSTOMER = "SELECT id FROM customer WHERE id = ? FOR UPDATE"
+
+
+def lock_customer(customer_id: int) -> None:
+    """On PostgreSQL, keep new calculations of this customer out until the transaction ends: FOR
+    UPDATE conflicts with the KEY SHARE lock every calculation's foreign key takes on its customer.
+    On SQLite the IMMEDIATE transaction already holds the write lock."""
+    if is_postgres():
+        run(LOCK_CUSTOMER, (customer_id,))
+
+
+# --- webhook events (the outbox) ------------------------------------------------------------------
+
+# The event row, pending (due now) when the organization has an enabled endpoint for the
+# environment, skipped otherwise.
+RECORD_EVENT = (
+    "INSERT INTO webhook_event (id, organization_id, environment, type, payload, created_at, delivery_status,"
+    " attempt_count, next_attempt_at)"
+    " SELECT ?, ?, ?, ?, ?, ?, CASE WHEN e.id IS NULL THEN 'skipped' ELSE 'pending' END, 0,"
+    " CASE WHEN e.id IS NULL THEN NULL ELSE ? END"
+    " FROM (SELECT 1 AS one) AS base"
+    " LEFT JOIN webhook_endpoint AS e ON e.organization_id = ? AND e.environment = ? AND e.status = 'enabled'"
+)
+
+
+def insert_event(event) -> None:
+    """Write a webhooks.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
+    stored_at = WebhookEvent.created_at.db_value(event.created_at)
+    run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.payload,
+                       stored_at, stored_at, event.organization_id, event.environment))
+
+
+
+# --- when an API key was last used (auth.KeyStore.note_use: at most once a minute per key) -----
+
+NOTE_KEY_USE = "UPDATE api_key SET last_used_at = ? WHERE id = ?"
+
+
+def note_key_use(key_id: str, moment: dt.datetime) -> None:
+    """Record that the key was used at `moment`: one statement of its own, outside any transaction."""
+    run(NOTE_KEY_USE, (ApiKey.last_used_at.db_value(moment), key_id))

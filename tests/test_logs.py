@@ -1,0 +1,62 @@
+"""Every log line is one JSON object with its time (RFC 3339, UTC, milliseconds) and its level."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+
+import pytest
+
+from emissions import logs
+
+RFC3339_MILLISECONDS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z")
+
+
+@pytest.fixture
+def configured():
+    """logs.configure() writing to a buffer; the process's logging as it was afterwards."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, logging.getLogger("emissions").level)
+    stream = io.StringIO()
+    yield stream
+    root.handlers[:], root.level = saved[0], saved[1]
+    logging.getLogger("emissions").setLevel(saved[2])
+
+
+def lines(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_a_record_time_is_rfc_3339_utc_with_milliseconds():
+    assert logs.moment(1795603935.538) == "2026-11-25T10:52:15.538Z"
+    assert logs.moment(1795603935.0) == "2026-11-25T10:52:15.000Z"
+
+
+def test_the_service_s_own_lines_and_others_warnings_are_json_with_time_and_level(configured):
+    logs.configure(stream=configured)
+    logging.getLogger("emissions.access").info("request", extra={"fields": {"status": 201, "path": "/v1/x"}})
+    logging.getLogger("waitress").warning("Task queue depth is %d", 3)
+    logging.getLogger("waitress").info("not shown: others' records start at WARNING")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("emissions.webhooks").exception("webhook delivery run failed")
+    access, waitress_line, failure = lines(configured)
+    assert access == {"time": access["time"], "level": "info", "logger": "emissions.access", "status": 201,
+                      "path": "/v1/x"}
+    assert waitress_line == {"time": waitress_line["time"], "level": "warning", "logger": "waitress",
+                             "message": "Task queue depth is 3"}
+    assert (failure["level"], failure["message"]) == ("error", "webhook delivery run failed")
+    assert "ValueError: boom" in failure["traceback"]
+    for line in (access, waitress_line, failure):
+        assert RFC3339_MILLISECONDS.match(line["time"]), line
+
+
+def test_queued_lines_are_all_written_when_the_listener_stops(configured):
+    listener = logs.configure(queued=True, stream=configured)
+    for number in range(50):
+        logging.getLogger("emissions.access").info("request", extra={"fields": {"n": number}})
+    listener.stop()
+    assert [line["n"] for line in lines(configured)] == list(range(50))
+    assert all(RFC3339_MILLISECONDS.match(line["time"]) and line["level"] == "info" for line in lines(configured))
