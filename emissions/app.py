@@ -235,6 +235,8 @@ def customer_or_404(principal: auth.Principal, reference: str) -> models.Custome
 # --- handlers --------------------------------------------------------------------------------
 
 def calculate_logistics(principal: auth.Principal) -> Reply:
+    if bottle.request.environ.get("emissions.idempotency_keys", 1) > 1:  # counted by server.CountingParser
+        raise InvalidRequest("Send one Idempotency-Key header, not several.")
     service: Service = bottle.request.app
     organization_id, environment = principal.organization_id, principal.environment
     raw = read_body()

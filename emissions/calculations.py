@@ -16,7 +16,7 @@ from . import store
 from . import webhooks
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
-from .errors import ApiError, CalculationFailed, IdempotencyError, NotFound, PermissionError_
+from .errors import ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
 from .models import Factor, db, isoformat, new_id, utcnow
 
 SIX_PLACES = Decimal("0.000001")
@@ -44,6 +44,24 @@ def compute(cargo_tonnes: Decimal, distance_km: Decimal, factor_value: Decimal) 
         activity = round6(cargo_tonnes * distance_km)
         emissions = round6(activity * factor_value)
     return activity, emissions
+
+
+def refuse_zero(activity: Decimal, emissions: Decimal) -> None:
+    """A shipment whose activity or emissions round to 0 is a 422 naming the fields, never a zero calculation.
+
+    Here, after the arithmetic both validators lead to, rather than in a schema: the emissions depend
+    on the factor's value too.
+    """
+    if activity == 0:
+        message = "times the other value is 0.0000005 tkm or less, which rounds to 0"
+        raise InvalidRequest("The request body is invalid: cargo.value × distance.value rounds to 0 tkm.",
+                             status=422, details=[{"field": "cargo.value", "message": message},
+                                                  {"field": "distance.value", "message": message}])
+    if emissions == 0:
+        message = "gives emissions that round to 0 kgCO2e with this factor"
+        raise InvalidRequest("The request body is invalid: the emissions round to 0 kgCO2e.", status=422,
+                             details=[{"field": "cargo.value", "message": message},
+                                      {"field": "distance.value", "message": message}])
 
 
 def fingerprint(payload: dict) -> str:
@@ -137,6 +155,7 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
 
     cargo, distance = payload["cargo"]["value"], payload["distance"]["value"]
     activity, emissions = compute(cargo, distance, factor.value)
+    refuse_zero(activity, emissions)
     calculation_id = new_id()
     created_at = utcnow()
     body = jsoncodec.dumps(calculation_view(calculation_id, environment, payload, customer.reference, activity,

@@ -12,8 +12,11 @@ import sys
 
 import peewee as pw
 
+import emissions
+
 from . import audit
 from . import auth
+from . import backup
 from . import customers
 from . import factors
 from . import limits
@@ -31,7 +34,23 @@ class CommandError(Exception):
 
 
 # The domain's own refusals: their messages are written for people, so they are printed as they are.
-DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError)
+DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError,
+                 backup.BackupError)
+
+
+def prose(value) -> str:
+    """A value as a person reads it: yes/no, - for nothing, lists joined by commas."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(prose(item) for item in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {prose(item)}" for key, item in value.items()) or "-"
+    return str(value)
 
 
 def emit(args, data: dict, text: str | None = None) -> None:
@@ -39,7 +58,7 @@ def emit(args, data: dict, text: str | None = None) -> None:
     if args.json:
         print(json.dumps(data, default=str))
     else:
-        print(text if text is not None else "\n".join(f"{key}: {value}" for key, value in data.items()))
+        print(text if text is not None else "\n".join(f"{key}: {prose(value)}" for key, value in data.items()))
 
 
 def parse_date(raw: str | None) -> dt.date | None:
@@ -108,10 +127,13 @@ def cmd_org_create(args, config):
     slug = args.slug or slugify(args.name)
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug):
         raise CommandError("slug must be lowercase letters, digits and dashes")
+    live_capacity = None if args.live_capacity is None else capacity(args.live_capacity)
     try:
-        org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
-                                  live_capacity=None if args.live_capacity is None
-                                  else capacity(args.live_capacity))
+        with models.db.atomic():
+            org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
+                                      live_capacity=live_capacity)
+            audit.record("org.created", org.slug, organization=org,
+                         details={"name": org.name, "entitled": org.entitled, "live_capacity": live_capacity})
     except pw.IntegrityError:
         raise CommandError(f"an organization with slug {slug} already exists") from None
     # Exactly the decided shape; `org update` and `usage` show the capacities.
@@ -120,6 +142,7 @@ def cmd_org_create(args, config):
 
 def cmd_org_update(args, config):
     org = organization(args.slug)
+    before = org.to_dict()
     if args.status:
         org.status = args.status
     if args.entitled is not None:
@@ -128,14 +151,18 @@ def cmd_org_update(args, config):
         org.live_capacity = capacity(args.live_capacity)
     if args.test_capacity is not None:
         org.test_capacity = capacity(args.test_capacity)
-    org.save()
+    changes = {name: value for name, value in org.to_dict().items() if before.get(name) != value}
+    with models.db.atomic():
+        org.save()
+        if changes:
+            audit.record("org.updated", org.slug, organization=org, details=changes)
     emit(args, org.to_dict())
 
 
 def cmd_org_list(args, config):
     orgs = [org.to_dict() for org in Organization.select().order_by(Organization.slug)]
     emit(args, {"organizations": orgs}, "\n".join(
-        f"{o['slug']}\t{o['status']}\tentitled={o['entitled']}\t{o['name']}" for o in orgs) or "no organizations")
+        f"{o['slug']}\t{o['status']}\tentitled: {prose(o['entitled'])}\t{o['name']}" for o in orgs) or "no organizations")
 
 
 def cmd_key_create(args, config):
@@ -143,9 +170,16 @@ def cmd_key_create(args, config):
         raise CommandError("name must be at most 200 characters")
     org = organization(args.org)
     scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
+    expires_at = parse_timestamp(args.expires_at)
+    if expires_at is not None and expires_at <= models.utcnow():
+        raise CommandError(f"--expires-at {args.expires_at} is not in the future; such a key could never be used")
+    secret = auth.instance_secret(config.secret_key)
     try:
-        key, plain = auth.create_key(org, args.env, scopes, auth.instance_secret(config.secret_key),
-                                     name=args.name or "", expires_at=parse_timestamp(args.expires_at))
+        with models.db.atomic():
+            key, plain = auth.create_key(org, args.env, scopes, secret, name=args.name or "", expires_at=expires_at)
+            audit.record("key.created", key.id, organization=org, environment=key.environment,
+                         details={"name": key.name, "scopes": sorted(key.scope_set),
+                                  "expires_at": models.isoformat(key.expires_at)})
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     emit(args, {"id": key.id, "key": plain, "environment": key.environment, "scopes": sorted(key.scope_set)},
@@ -157,22 +191,40 @@ def cmd_key_revoke(args, config):
     if key is None:
         raise CommandError(f"no API key with id {args.key_id}")
     if key.revoked_at is None:
-        key.revoked_at = models.utcnow()
-        key.save()
+        with models.db.atomic():
+            key.revoked_at = models.utcnow()
+            key.save()
+            audit.record("key.revoked", key.id, organization=key.organization, environment=key.environment,
+                         details={"name": key.name})
     emit(args, {"id": key.id, "revoked": True}, f"revoked {key.id}")
+
+
+def key_status(key: models.ApiKey, now: dt.datetime) -> str:
+    """active, expired or revoked (a revoked key says so even when it has expired since)."""
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is not None and key.expires_at <= now:
+        return "expired"
+    return "active"
 
 
 def cmd_key_list(args, config):
     org = organization(args.org)
-    keys = [key.to_dict() for key in org.api_keys.order_by(models.ApiKey.created_at)]
+    now = models.utcnow()
+    keys = [{**key.to_dict(), "status": key_status(key, now)}
+            for key in org.api_keys.order_by(models.ApiKey.created_at)]
     emit(args, {"keys": keys}, "\n".join(
-        f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
-        f"{'revoked' if k['revoked'] else 'active'}" for k in keys) or "no keys")
+        f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{k['name'] or '-'}\t{','.join(k['scopes'])}\t"
+        f"{k['status']}\texpires {k['expires_at'] or 'never'}" for k in keys) or "no keys")
 
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
+    with models.db.atomic():
+        customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
+        audit.record("customer.created", customer.reference, organization=org, environment=args.env,
+                     details={"name": customer.name, "country_code": customer.country_code,
+                              "status": customer.status})
     emit(args, customer_dict(customer))
 
 
@@ -197,7 +249,12 @@ def cmd_customer_update(args, config):
         customer.country_code = None if clear_country else args.country.upper()
     if args.status is not None:
         customer.status = args.status
-    customer.save()
+    changes = {name: value for name, value in (("name", args.name), ("country", args.country),
+                                               ("status", args.status)) if value is not None}
+    with models.db.atomic():
+        customer.save()
+        audit.record("customer.updated", customer.reference, organization=org, environment=args.env,
+                     details=changes)
     emit(args, customer_dict(customer))
 
 
@@ -340,8 +397,10 @@ def user(email: str) -> models.User:
 
 def cmd_user_create(args, config):
     org = organization(args.org)
-    created = workspace.create_user(org, args.email, read_password(args))
-    audit.record("user.created", created.email, organization=org)
+    password = read_password(args)
+    with models.db.atomic():
+        created = workspace.create_user(org, args.email, password)
+        audit.record("user.created", created.email, organization=org)
     emit(args, {"email": created.email, "organization": org.slug})
 
 
@@ -358,33 +417,50 @@ def cmd_user_list(args, config):
 
 def cmd_user_delete(args, config):
     found = user(args.email)
-    workspace.delete_user(found)
-    audit.record("user.deleted", found.email, organization=found.organization)
+    with models.db.atomic():
+        workspace.delete_user(found)
+        audit.record("user.deleted", found.email, organization=found.organization)
     emit(args, {"email": found.email, "deleted": True}, f"deleted {found.email}; its sessions ended")
 
 
 def cmd_user_set_password(args, config):
     found = user(args.email)
-    workspace.set_password(found, read_password(args))
-    audit.record("user.password_changed", found.email, organization=found.organization)
+    password = read_password(args)
+    with models.db.atomic():
+        workspace.set_password(found, password)
+        audit.record("user.password_changed", found.email, organization=found.organization)
     emit(args, {"email": found.email, "password_changed": True},
          f"password of {found.email} changed; its sessions ended")
 
 
 def cmd_factor_create(args, config):
     org = organization(args.org) if args.org else None
-    factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
-                            region=args.region, valid_from=parse_date(args.valid_from),
-                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
+    with models.db.atomic():
+        factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
+                                region=args.region, valid_from=parse_date(args.valid_from),
+                                valid_to=parse_date(args.valid_to), organization=org, draft=args.draft)
+        record_factor("factor.created", factor, {"mode": factor.mode, "value": factor.value,
+                                                 "status": factor.status, "source": factor.source})
     emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
 
 
+def record_factor(action: str, factor: models.Factor, details: dict | None = None) -> None:
+    audit.record(action, f"{factor.reference} v{factor.version}", organization=factor.organization,
+                 details=details)
+
+
 def cmd_factor_activate(args, config):
-    emit(args, factors.activate(args.reference, args.version).to_dict())
+    with models.db.atomic():
+        factor = factors.activate(args.reference, args.version)
+        record_factor("factor.activated", factor)
+    emit(args, factor.to_dict())
 
 
 def cmd_factor_retire(args, config):
-    emit(args, factors.retire(args.reference).to_dict())
+    with models.db.atomic():
+        factor = factors.retire(args.reference)
+        record_factor("factor.retired", factor)
+    emit(args, factor.to_dict())
 
 
 def cmd_factor_list(args, config):
@@ -416,20 +492,35 @@ def cmd_usage(args, config):
 
 def cmd_webhook_set(args, config):
     org = organization(args.org)
-    endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
-                                             allow_private_live=config.webhook_allow_private_live)
+    previous = webhooks.endpoint_for(org.id, args.env)
+    with models.db.atomic():
+        endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
+                                                 allow_private_live=config.webhook_allow_private_live)
+        audit.record("endpoint.set", endpoint.url, organization=org, environment=args.env)
+    if previous is not None and previous.status == "disabled":
+        skipped = webhooks.skipped_since(org.id, args.env, previous.updated_at)
+        if skipped:
+            print(f"emissions: {skipped} events were skipped while the endpoint was disabled; "
+                  f"`emissions webhook redeliver --since {models.isoformat(previous.updated_at)} --status skipped "
+                  f"--org {org.slug} --env {args.env}` sends them", file=sys.stderr)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
 
 
 def cmd_webhook_rotate(args, config):
-    endpoint, secret = webhooks.rotate_secret(organization(args.org).id, args.env)
+    org = organization(args.org)
+    with models.db.atomic():
+        endpoint, secret = webhooks.rotate_secret(org.id, args.env)
+        audit.record("endpoint.rotated", endpoint.url, organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
 
 def cmd_webhook_remove(args, config):
-    endpoint = webhooks.remove_endpoint(organization(args.org).id, args.env)
+    org = organization(args.org)
+    with models.db.atomic():
+        endpoint = webhooks.remove_endpoint(org.id, args.env)
+        audit.record("endpoint.removed", endpoint.url, organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 
@@ -456,8 +547,44 @@ def cmd_webhook_deliveries(args, config):
 
 
 def cmd_webhook_redeliver(args, config):
-    event = webhooks.redeliver(args.event_id)
-    emit(args, event.to_dict(), f"queued {event.id} for delivery")
+    if (args.event_id is None) == (args.since is None):
+        raise CommandError("give an event id, or --since DATE for every event since then")
+    if args.event_id is not None:
+        event = webhooks.redeliver(args.event_id)
+        emit(args, event.to_dict(), f"queued {event.id} for delivery now")
+        return
+    since = parse_timestamp(args.since)
+    statuses = tuple(status.strip() for status in args.status.split(",") if status.strip())
+    org_id = organization(args.org).id if args.org else None
+    queued = webhooks.redeliver_since(since, statuses, org_id, args.env)
+    emit(args, {"queued": queued, "since": models.isoformat(since), "statuses": list(statuses)},
+         f"queued {queued} events created since {models.isoformat(since)} ({', '.join(statuses)}) for delivery now")
+
+
+def cmd_prune(args, config):
+    deleted = webhooks.prune(dt.timedelta(days=args.older_than))
+    emit(args, {**deleted, "older_than_days": args.older_than},
+         f"deleted {deleted['events']} finished webhook events and {deleted['attempts']} attempts "
+         f"older than {args.older_than} days")
+
+
+def cmd_backup(args, config):
+    copied = backup.backup(args.path)
+    emit(args, copied, f"copied {copied['calculations']:,} calculations to {copied['path']} ({copied['bytes']:,} bytes)")
+
+
+MAX_AUDIT_LISTED = 10_000
+
+
+def cmd_audit(args, config):
+    if not 1 <= args.limit <= MAX_AUDIT_LISTED:
+        raise CommandError(f"--limit must be at least 1 and at most {MAX_AUDIT_LISTED}")
+    org = organization(args.org) if args.org else None
+    events = [event.to_dict() for event in audit.recent(org, args.limit)]
+    emit(args, {"events": events}, "\n".join(
+        f"{e['time']}  {e['actor']}  {e['action']}  {e['target']}  {e['organization'] or '-'}"
+        f"{'/' + e['environment'] if e['environment'] else ''}" + (f"  ({prose(e['details'])})" if e["details"] else "")
+        for e in events) or "no audit events")
 
 
 def cmd_deliver(args, config):
@@ -478,15 +605,36 @@ def cmd_deliver(args, config):
 
 
 def cmd_serve(args, config):
+    warn_about_secret(config)
     serve(config, args, json_output=args.json)
+
+
+def warn_about_secret(config: Config) -> None:
+    """One warning on stderr when live keys are hashed under the secret kept in the database itself."""
+    if config.secret_key:
+        return
+    now = models.utcnow()
+    live = (models.ApiKey.select().where((models.ApiKey.environment == "live") & models.ApiKey.revoked_at.is_null()
+                                         & (models.ApiKey.expires_at.is_null() | (models.ApiKey.expires_at > now)))
+            .count())
+    if live:
+        print(f"emissions: warning: SECRET_KEY is unset while {live} live API keys exist: their hashes and the "
+              "secret they are keyed with sit in the same database, so a copy of it is enough to test guessed "
+              "keys offline (docs/operations.md, Running in production)", file=sys.stderr, flush=True)
 
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
     from . import server  # Waitress and the app load only for the commands that serve
+    from . import workers
 
+    count = getattr(args, "workers", None) or config.workers
     try:
-        server.serve(config, host=args.host, port=args.port, **options)
+        if count > 1:
+            # config.workers tells the app it is one of several processes (the workspace's sign-in uses it).
+            workers.serve(config.with_(workers=count), args.host, args.port, count, **options)
+        else:
+            server.serve(config, host=args.host, port=args.port, **options)
     except server.ListenError as exc:
         raise CommandError(str(exc)) from None
 
@@ -564,6 +712,7 @@ def whole_number(minimum: int, maximum: int):
 
 
 PORT = whole_number(0, 65535)
+WORKERS = whole_number(1, 64)
 VERSION = whole_number(1, 2**31 - 1)  # factor.version is a 32-bit integer column
 MAX_DELIVERIES_LISTED = 10_000
 
@@ -578,8 +727,10 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    parser = Parser(prog="emissions", description="Operate the emissions calculation service.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="emissions", description="Operate the emissions calculation service.",
+                    epilog="Every command takes --json (one JSON object on stdout); see docs/cli.md.")
+    parser.add_argument("--version", action="version", version=f"emissions {emissions.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def group(name, help_text):
         sub = commands.add_parser(name, help=help_text)
@@ -596,6 +747,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(commands, name, handler, help_text)
         sub.add_argument("--host", default="127.0.0.1")
         sub.add_argument("--port", type=PORT, default=8000)
+        if name == "serve":
+            sub.add_argument("--workers", type=WORKERS,
+                             help="serving processes sharing the port (default: WORKERS, else 1)")
 
     orgs = group("org", "organizations")
     sub = command(orgs, "create", cmd_org_create, "create an organization")
@@ -713,8 +867,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--org")
     sub.add_argument("--env", choices=["test", "live"])
     sub.add_argument("--limit", type=int, default=20)
-    sub = command(hooks, "redeliver", cmd_webhook_redeliver, "queue a finished event for delivery again")
-    sub.add_argument("event_id")
+    sub = command(hooks, "redeliver", cmd_webhook_redeliver,
+                  "queue an event (or, with --since, many) for delivery now")
+    sub.add_argument("event_id", nargs="?")
+    sub.add_argument("--since", help="every event created at or after this ISO 8601 date or time (UTC)")
+    sub.add_argument("--status", default="failed,skipped",
+                     help="with --since: comma-separated statuses to requeue (default failed,skipped)")
+    sub.add_argument("--org", help="with --since: only this organization")
+    sub.add_argument("--env", choices=["test", "live"], help="with --since: only this environment")
+    sub = command(commands, "prune", cmd_prune,
+                  "delete finished webhook events and their attempts older than DAYS (never calculations)")
+    sub.add_argument("--older-than", type=whole_number(1, 100_000), required=True, metavar="DAYS")
+    sub = command(commands, "backup", cmd_backup, "copy the live SQLite database consistently to PATH")
+    sub.add_argument("path")
+    sub = command(commands, "audit", cmd_audit, "administrative actions, newest first")
+    sub.add_argument("--org", help="only this organization")
+    sub.add_argument("--limit", type=int, default=50)
     sub = command(commands, "deliver", cmd_deliver, "deliver due webhooks until stopped (or --once)")
     sub.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
     return parser
@@ -742,10 +910,14 @@ def main(argv: list[str] | None = None) -> int:
     if not all(_is_text(argument) for argument in argv):
         print("emissions: arguments must be UTF-8 text", file=sys.stderr)
         return 2
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:  # a usage error (already printed as one line) or --help
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # a usage error (already printed as one line), --help or --version
         return stop.code
+    if args.command is None:  # `emissions` alone: what it can do, as --help says it
+        parser.print_help()
+        return 0
     try:
         config = Config.from_env()
         try:

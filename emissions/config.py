@@ -1,6 +1,7 @@
 """Configuration from environment variables, read through small typed readers."""
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, replace
 
@@ -85,6 +86,32 @@ def env_schedule(name: str, default: tuple[int, ...]) -> tuple[int, ...]:
     return values
 
 
+def env_addresses(name: str) -> tuple[str, ...]:
+    """A comma-separated list of IP addresses or networks, e.g. '127.0.0.1,10.0.0.0/24'."""
+    raw = env_str(name)
+    if raw is None:
+        return ()
+    parts = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for part in parts:
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name} must be comma-separated IP addresses or networks, got {part!r}") from None
+    return parts
+
+
+MIN_SECRET_KEY_LENGTH = 32
+
+
+def env_secret(name: str) -> str | None:
+    """SECRET_KEY: unset, or at least MIN_SECRET_KEY_LENGTH characters (a short one is guessable)."""
+    value = env_str(name)
+    if value is not None and len(value) < MIN_SECRET_KEY_LENGTH:
+        raise ConfigError(f"{name} must be at least {MIN_SECRET_KEY_LENGTH} characters, got {len(value)}; "
+                          "generate one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    return value
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything the service reads from its environment, with the documented defaults."""
@@ -102,13 +129,21 @@ class Config:
     threads: int | None = None  # None: default_threads(database_url)
     log_requests: bool = True
     calculation_cache_size: int = 10_000
+    # Serving (docs/operations.md, "Server settings").
+    workers: int = 1
+    connection_limit: int = 1000
+    channel_timeout: int = 30
+    backlog: int = 1024
+    trusted_proxy: tuple[str, ...] = ()
+    trusted_proxy_count: int = 1
+    retention_days: int = 0  # 0: the scheduler prunes nothing
 
     @classmethod
     def from_env(cls) -> "Config":
         """Read every variable; a bad value raises ConfigError naming it."""
         return cls(
             database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
-            secret_key=env_str("SECRET_KEY"),
+            secret_key=env_secret("SECRET_KEY"),
             key_cache_seconds=env_float("KEY_CACHE_SECONDS", 1.0),
             rate_limit_per_second=env_float("RATE_LIMIT_PER_SECOND", 100.0),
             rate_limit_burst=env_int("RATE_LIMIT_BURST", 200),
@@ -120,6 +155,13 @@ class Config:
             threads=env_int("THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
+            workers=env_int("WORKERS", 1, minimum=1),
+            connection_limit=env_int("CONNECTION_LIMIT", 1000, minimum=1),
+            channel_timeout=env_int("CHANNEL_TIMEOUT", 30, minimum=1),
+            backlog=env_int("BACKLOG", 1024, minimum=1),
+            trusted_proxy=env_addresses("TRUSTED_PROXY"),
+            trusted_proxy_count=env_int("TRUSTED_PROXY_COUNT", 1, minimum=1),
+            retention_days=env_int("RETENTION_DAYS", 0),
         )
 
     @property

@@ -87,10 +87,15 @@ class WalCheckpointer:
             connection.close()
 
 
+# The class open_database() makes for SQLite; `emissions serve --workers N` sets its own
+# (workers.SharedWriterDatabase), whose writers queue with the other workers' on a file lock.
+SQLITE_DATABASE = pw.SqliteDatabase
+
+
 def open_database(url: str) -> pw.Database:
     """A database for a DATABASE_URL, with the settings this service relies on."""
     if url.startswith("sqlite"):
-        database = pw.SqliteDatabase(**{
+        database = SQLITE_DATABASE(**{
             "timeout": 10,
             **db_url.parse(url),
             "pragmas": SQLITE_PRAGMAS,

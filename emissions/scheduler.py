@@ -2,14 +2,32 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .config import Config
+from . import webhooks
 from .webhooks import Deliverer
 
 JOB_ID = "deliver-webhooks"
+PRUNE_JOB_ID = "prune-webhooks"
+
+log = logging.getLogger("emissions.webhooks")
+
+
+def prune_job(retention_days: int):
+    """The daily job RETENTION_DAYS asks for: delete finished webhook events older than that."""
+    def run() -> None:
+        try:
+            deleted = webhooks.prune(dt.timedelta(days=retention_days))
+            log.info(json.dumps({"pruned": deleted, "older_than_days": retention_days}))
+        except Exception:
+            log.exception("pruning webhook events failed; tomorrow's run retries")
+        finally:
+            webhooks.db.close()  # this thread's connection, opened for the run
+    return run
 
 
 class WebhookScheduler:
@@ -34,5 +52,8 @@ def start(config: Config) -> WebhookScheduler:
         "max_instances": 1, "coalesce": True, "misfire_grace_time": None})
     scheduler.add_job(deliverer.tick, "interval", seconds=config.webhook_poll_seconds, id=JOB_ID,
                       next_run_time=dt.datetime.now(dt.timezone.utc))
+    if config.retention_days:
+        scheduler.add_job(prune_job(config.retention_days), "interval", hours=24, id=PRUNE_JOB_ID,
+                          next_run_time=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1))
     scheduler.start()
     return WebhookScheduler(scheduler, deliverer)

@@ -8,11 +8,13 @@ import uuid
 
 import waitress
 from waitress.channel import HTTPChannel
-from waitress.task import ErrorTask
+from waitress.parser import HTTPRequestParser
+from waitress.task import ErrorTask, WSGITask
 
 from . import jsoncodec
 from . import logs
 from . import models
+from . import proxies
 
 from . import scheduler as webhook_scheduler
 from .app import SECURITY_HEADERS, create_app
@@ -48,14 +50,55 @@ class EnvelopeErrorTask(ErrorTask):
         self.write(body)
 
 
+class CountingParser(HTTPRequestParser):
+    """Waitress's request parser, counting the Idempotency-Key lines it joins into one value.
+
+    Waitress joins repeated header lines with ", " (as a proxy may), so "a" and "b" would arrive
+    as the one key "a, b"; the count lets the app refuse two keys instead (app.py).
+    """
+
+    idempotency_keys = 0
+
+    def parse_header(self, header_plus):
+        # A header line is its name, then ":" at once (Waitress refuses a space before it).
+        self.idempotency_keys = header_plus.lower().count(b"\nidempotency-key:")
+        return super().parse_header(header_plus)
+
+
+class CountingTask(WSGITask):
+    """Waitress's WSGI task, handing the parser's Idempotency-Key count to the app."""
+
+    def get_environment(self):
+        environ = super().get_environment()
+        environ["emissions.idempotency_keys"] = getattr(self.request, "idempotency_keys", 0)
+        return environ
+
+
 class EnvelopeChannel(HTTPChannel):
+    parser_class = CountingParser
+    task_class = CountingTask
     error_task_class = EnvelopeErrorTask
 
 
-def create_server(app, host: str, port: int, threads: int):
-    """A Waitress server for the app, answering even the requests it cannot parse with the envelope."""
-    server = waitress.create_server(app, host=host, port=port, threads=threads,
-                                    max_request_body_size=MAX_WAITRESS_BODY, ident="emissions")
+def create_server(app, host: str | None, port: int | None, threads: int, config: Config | None = None,
+                  sockets: list | None = None):
+    """A Waitress server for the app, answering even the requests it cannot parse with the envelope.
+
+    The connection settings come from the config (docs/operations.md, "Server settings"); with
+    `sockets`, it serves on those (bound already) instead of host and port.
+    """
+    settings = config or getattr(app, "settings", None) or Config()
+    where = {"sockets": sockets} if sockets else {"host": host, "port": port}
+    server = waitress.create_server(
+        proxies.trusting(app, settings.trusted_proxy, settings.trusted_proxy_count), **where,
+        threads=threads, max_request_body_size=MAX_WAITRESS_BODY, ident="emissions",
+        connection_limit=settings.connection_limit, channel_timeout=settings.channel_timeout,
+        # Idle channels are looked for every cleanup_interval: at most half the time-out late.
+        cleanup_interval=max(1, min(30, settings.channel_timeout // 2)), backlog=settings.backlog,
+        # select() cannot watch a socket numbered above 1023; poll() has no such limit.
+        asyncore_use_poll=True,
+        # proxies.trusting() has already cleared the forwarding headers of untrusted peers.
+        clear_untrusted_proxy_headers=False)
     server.channel_class = EnvelopeChannel
     return server
 
@@ -65,28 +108,31 @@ class ListenError(RuntimeError):
 
 
 def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_output: bool = False,
-          announce=None) -> None:
+          announce=None, worker=None) -> None:
     """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops.
 
     Once listening it calls announce(url), or prints where it serves: a text line, or with
-    json_output one JSON object, in which case every other line goes to stderr.
+    json_output one JSON object, in which case every other line goes to stderr. A `worker` of
+    `emissions serve --workers N` (workers.Worker) serves on its own socket and prints nothing.
     """
     log_writer = logs.configure(queued=True)
     try:
-        _serve(config, host, port, json_output, announce)
+        _serve(config, host, port, json_output, announce, worker)
     finally:
         log_writer.stop()  # writes what is still queued
 
 
-def _serve(config: Config, host: str, port: int, json_output: bool, announce) -> None:
+def _serve(config: Config, host: str, port: int, json_output: bool, announce, worker=None) -> None:
     app = create_app(config)
     try:
-        server = create_server(app, host, port, config.serving_threads)
+        server = create_server(app, host, port, config.serving_threads, config,
+                               sockets=[worker.socket] if worker else None)
     except OSError as exc:
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     except ValueError as exc:  # Waitress: a host that is no address ("256.1.1.1")
         raise ListenError(f"cannot listen on {host}:{port}: {exc}") from None
-    scheduler = webhook_scheduler.start(config)
+    # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
+    scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
 
     def stop(signum, frame):
@@ -105,8 +151,11 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce) ->
     except (SystemExit, KeyboardInterrupt):
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
         server.close()
-        scheduler.shutdown(wait=True)
+        if scheduler is not None:
+            scheduler.shutdown(wait=True)
         if checkpointer is not None:
             checkpointer.stop()
-        print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)
+        if worker is None:
+            print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)

@@ -147,34 +147,34 @@ def recent_deliveries(organization_id: int | None = None, environment: str | Non
     return [event.to_dict([attempt.to_dict() for attempt in attempts[event.id]]) for event in events]
 
 
+FINISHED = ("succeeded", "failed", "skipped")
+REDELIVERABLE = ("pending", *FINISHED)  # not "delivering": an attempt is in flight
+
+
+def _requeue(now: dt.datetime) -> dict:
+    """The changes that make an event due now: a pending one keeps its attempts, a finished one starts again."""
+    restart = WebhookEvent.delivery_status != "pending"
+    return {WebhookEvent.delivery_status: "pending", WebhookEvent.next_attempt_at: now,
+            WebhookEvent.attempt_count: pw.Case(None, [(restart, 0)], WebhookEvent.attempt_count),
+            WebhookEvent.delivered_at: None, WebhookEvent.lock_token: None, WebhookEvent.locked_until: None}
+
+
 def redeliver(event_id: str) -> WebhookEvent:
-    """Queue a finished event (succeeded, failed or skipped) for a new round of delivery attempts."""
+    """Queue an event for delivery now: a finished one (succeeded, failed or skipped) for a new round
+    of attempts, a pending one without waiting for its next retry."""
     event = WebhookEvent.get_or_none(WebhookEvent.id == event_id)
     if event is None:
         raise WebhookError(f"no webhook event with id {event_id}")
-    if event.delivery_status in ("pending", "delivering"):
-        raise WebhookError(f"event {event_id} is already queued ({event.delivery_status})")
+    if event.delivery_status not in REDELIVERABLE:
+        raise WebhookError(f"event {event_id} is being delivered right now")
     endpoint = endpoint_for(event.organization_id, event.environment)
     if endpoint is None or endpoint.status != "enabled":
         raise WebhookError(f"no enabled webhook endpoint for the event's organization ({event.environment})")
-    now = utcnow()
-    updated = (WebhookEvent
-               .update(delivery_status="pending", attempt_count=0, next_attempt_at=now, delivered_at=None,
-                       lock_token=None, locked_until=None)
+    updated = (WebhookEvent.update(_requeue(utcnow()))
                .where((WebhookEvent.id == event_id) & (WebhookEvent.delivery_status == event.delivery_status))
                .execute())
     if not updated:
         raise WebhookError(f"event {event_id} changed meanwhile; try again")
-    return WebhookEvent.get_by_id(event_id)
-
-
-def retry_now(event_id: str) -> WebhookEvent:
-    """Make a delivery that waits for its next retry due now (its attempts so far stay counted)."""
-    updated = (WebhookEvent.update(next_attempt_at=utcnow())
-               .where((WebhookEvent.id == event_id) & (WebhookEvent.delivery_status == "pending"))
-               .execute())
-    if not updated:
-        raise WebhookError(f"event {event_id} is not waiting for a retry")
     return WebhookEvent.get_by_id(event_id)
 
 
@@ -199,6 +199,53 @@ def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
                    "region": None, "mode": "ROAD", "unit": "kgCO2e/tkm", "valid_from": None, "valid_to": None},
         "created_at": isoformat(now), "test_event": True})
     return record_event(organization_id, environment, "calculation.succeeded", data)
+
+
+def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "skipped"),
+                    organization_id: int | None = None, environment: str | None = None) -> int:
+    """Queue every event created at or after `since` with one of `statuses` whose endpoint is enabled; return how many."""
+    unknown = sorted(set(statuses) - set(REDELIVERABLE))
+    if unknown:
+        raise WebhookError(f"cannot redeliver events that are {', '.join(unknown)}; "
+                           f"choose from {', '.join(REDELIVERABLE)}")
+    enabled = (WebhookEndpoint.select(WebhookEndpoint.id)
+               .where(_endpoint_join() & (WebhookEndpoint.status == "enabled")))
+    condition = ((WebhookEvent.created_at >= since) & WebhookEvent.delivery_status.in_(list(statuses))
+                 & pw.fn.EXISTS(enabled))
+    if organization_id is not None:
+        condition &= WebhookEvent.organization == organization_id
+    if environment is not None:
+        condition &= WebhookEvent.environment == environment
+    return WebhookEvent.update(_requeue(utcnow())).where(condition).execute()
+
+
+def skipped_since(organization_id: int, environment: str, since: dt.datetime) -> int:
+    """How many events of the endpoint's organization and environment were skipped since `since`."""
+    return (WebhookEvent.select()
+            .where((WebhookEvent.organization == organization_id) & (WebhookEvent.environment == environment)
+                   & (WebhookEvent.delivery_status == "skipped") & (WebhookEvent.created_at >= since))
+            .count())
+
+
+PRUNE_BATCH = 1000
+
+
+def prune(older_than: dt.timedelta, now: dt.datetime | None = None) -> dict[str, int]:
+    """Delete finished events (and their attempts) created more than `older_than` ago; never a calculation.
+
+    In batches, each its own short transaction, so that writers never wait long behind it.
+    """
+    cutoff = (now or utcnow()) - older_than
+    deleted = {"events": 0, "attempts": 0}
+    while True:
+        with db.atomic():
+            batch = [row.id for row in WebhookEvent.select(WebhookEvent.id)
+                     .where((WebhookEvent.created_at < cutoff) & WebhookEvent.delivery_status.in_(list(FINISHED)))
+                     .limit(PRUNE_BATCH)]
+            if not batch:
+                return deleted
+            deleted["attempts"] += WebhookAttempt.delete().where(WebhookAttempt.event.in_(batch)).execute()
+            deleted["events"] += WebhookEvent.delete().where(WebhookEvent.id.in_(batch)).execute()
 
 
 # --- endpoints ------------------------------------------------------------------------------
@@ -377,6 +424,41 @@ def _endpoint_join():
 
 
 # --- one attempt on the wire -----------------------------------------------------------------
+
+def _causes(exc: BaseException):
+    """The exception and everything it wraps (requests wraps urllib3, which wraps the socket's error)."""
+    seen, stack = set(), [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        stack.extend([current.__cause__, current.__context__, getattr(current, "reason", None),
+                      *(arg for arg in current.args if isinstance(arg, BaseException))])
+
+
+def failure_phrase(exc: BaseException, timeout: float) -> str:
+    """An attempt's failure as one short phrase for people: `connection refused`, `timed out after 10 s`."""
+    causes = list(_causes(exc))
+    if any(isinstance(cause, (requests.Timeout, socket.timeout, TimeoutError)) for cause in causes):
+        return f"timed out after {timeout:g} s"
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return "connection refused"
+    if any(isinstance(cause, socket.gaierror) for cause in causes) or any(
+            type(cause).__name__ == "NameResolutionError" for cause in causes):
+        return "host not found"
+    if any(isinstance(cause, requests.exceptions.SSLError) for cause in causes):
+        return "TLS handshake failed"
+    if any(isinstance(cause, ConnectionResetError) for cause in causes):
+        return "connection reset"
+    if any(type(cause).__name__ in ("RemoteDisconnected", "ProtocolError") for cause in causes):
+        return "connection closed without an answer"
+    for cause in causes:
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"connection failed: {cause.strerror.lower()}"
+    return f"request failed ({type(exc).__name__})"
+
 
 _current = threading.local()
 
@@ -564,10 +646,12 @@ class Deliverer:
             except WebhookError as exc:
                 error = f"refused: {exc}"
             except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
-                error = f"{type(exc).__name__}: {exc}"
+                error = failure_phrase(exc, self.timeout)
         if attempt.expired:  # whatever arrived before the deadline, the answer was not complete in time
             status_code = excerpt = None
-            error = f"Timeout: no complete answer within {self.timeout:g} s"
+            error = f"timed out after {self.timeout:g} s"
+        elif status_code is not None and not 200 <= status_code < 300:
+            error = f"HTTP {status_code}"
         latency_ms = round((time.perf_counter() - started) * 1000)
         return AttemptResult(attempted_at, status_code, latency_ms, _storable(error, 500),
                              _storable(excerpt, RESPONSE_EXCERPT_BYTES))

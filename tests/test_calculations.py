@@ -56,7 +56,7 @@ ARITHMETIC = [
     # (cargo t, distance km, factor kgCO2e/tkm, hand-computed tkm, hand-computed kgCO2e)
     ("12.5", "320", "0.12522", "4000", "500.88"),
     ("0.1", "0.2", "1", "0.02", "0.02"),
-    ("0.0000005", "1", "1", "0", "0"),                   # tie at the 7th place rounds to even 0
+    ("0.0000005", "2", "1", "0.000001", "0.000001"),     # no tie: 0.000001 exactly (a tie to 0 is a 422, test_production)
     ("0.0000015", "1", "1", "0.000002", "0.000002"),     # tie rounds to even 2
     ("0.0000025", "1", "1", "0.000002", "0.000002"),     # tie rounds to even 2, not up to 3
     ("0.0000035", "1", "1", "0.000004", "0.000004"),

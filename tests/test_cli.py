@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
+import emissions as package
 from emissions import cli
 from emissions import factors
 from emissions import migrations
@@ -101,7 +102,8 @@ def test_without_database_url_the_database_is_a_file_in_the_working_directory(tm
 
 @pytest.mark.parametrize("argv, env, status, message", [
     (["org", "update", "nobody"], {}, 1, "no organization with slug nobody"),
-    ([], {}, 2, "the following arguments are required"),
+    (["org"], {}, 2, "the following arguments are required"),
+    (["migrate"], {"SECRET_KEY": "too-short"}, 1, "SECRET_KEY must be at least 32 characters"),
     (["factor", "create", "--reference", "x"], {}, 2, "the following arguments are required"),
     (["migrate"], {"DATABASE_URL": "mysql://localhost/x"}, 1, "DATABASE_URL must start with"),
     (["migrate"], {"RATE_LIMIT_BURST": "lots"}, 1, "RATE_LIMIT_BURST must be an integer"),
@@ -112,6 +114,18 @@ def test_a_failing_command_exits_non_zero_with_one_line_on_stderr(tmp_path, argv
     assert result.returncode == status
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_emissions_alone_prints_the_help_and_touches_no_database(tmp_path):
+    result = run_command(cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith("usage: emissions") and "backup" in result.stdout and "audit" in result.stdout
+    assert not (tmp_path / "emissions.sqlite3").exists()
+
+
+def test_version_prints_the_installed_version(tmp_path):
+    result = run_command("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"emissions {package.__version__}\n", "")
 
 
 def test_an_unreachable_database_is_one_line(fails, monkeypatch, tmp_path):
@@ -186,10 +200,17 @@ def test_key_create_without_json_prints_the_key_on_the_first_line(emissions, acm
     assert status == 0 and KEY_FORMAT.match(out.splitlines()[0])
 
 
+def expire(key_id: str) -> None:
+    """Move a key's expiry into the past, as the passing of time would."""
+    models.ApiKey.update(expires_at=models.utcnow() - dt.timedelta(minutes=1)).where(
+        models.ApiKey.id == key_id).execute()
+
+
 def test_an_expired_key_is_refused_by_the_api(ok, client, acme):
-    past = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)).isoformat()
+    soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).isoformat()
     created = ok("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate",
-                 "--expires-at", past)
+                 "--expires-at", soon)
+    expire(created["id"])
     assert calculate(client, created["key"]).json["error"]["code"] == "API_KEY_EXPIRED"
     future = ok("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate",
                 "--expires-at", "2999-01-01T00:00:00Z")

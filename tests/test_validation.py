@@ -498,13 +498,17 @@ def test_any_value_at_any_position_is_answered_without_a_500(client, acme):
 
 
 @pytest.mark.on_both
-def test_a_tiny_value_is_stored_and_written_compactly(client, acme):
-    raw = json.dumps(logistics_body()).replace("12.5", "1e-1000").encode()
+def test_a_tiny_value_is_stored_exactly_and_one_that_rounds_to_nothing_is_refused(client, acme):
+    raw = json.dumps(logistics_body()).replace("12.5", "1e-7").replace('"value": 320', '"value": 1000000').encode()
     response = post_raw(client, acme, raw)
     assert response.status_int == 201, response.body
-    assert b'"cargo":{"value":1E-1000,"unit":"tonne"}' in response.body
-    assert response.json["activity"] == {"value": 0, "unit": "tkm"}
+    assert b'"cargo":{"value":0.0000001,"unit":"tonne"}' in response.body
+    assert response.json["activity"] == {"value": 0.1, "unit": "tkm"}
     assert client.get(f"/v1/calculations/{response.json['id']}", headers=acme.headers()).body == response.body
+    # 1e-1000 tonnes was once stored as a calculation of 0 tkm; now it is a 422 (test_production.py).
+    zero = post_raw(client, acme, json.dumps(logistics_body()).replace("12.5", "1e-1000").encode(), idempotency_key="z")
+    assert zero.status_int == 422 and zero.json["error"]["details"][0]["field"] == "cargo.value"
+    assert models.Calculation.select().count() == 1
 
 
 @pytest.mark.on_both

@@ -147,8 +147,8 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
 
     assert webhooks.redeliver(event.id).delivery_status == "pending"
-    with pytest.raises(webhooks.WebhookError, match="already queued"):
-        webhooks.redeliver(event.id)
+    again = webhooks.redeliver(event.id)  # already pending: stays so, due now
+    assert (again.delivery_status, again.attempt_count) == ("pending", 0)
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     receiver.close()
@@ -202,7 +202,7 @@ def test_a_receiver_that_is_down_then_up_gets_every_event(client, config, acme):
     clock = Clock()
     worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock)
     assert worker.run_once()["pending"] == 4
-    assert {a.error.split(":")[0] for a in WebhookAttempt.select()} == {"ConnectionError"}
+    assert {a.error for a in WebhookAttempt.select()} == {"connection refused"}
     clock.advance(5)
     assert worker.run_once()["pending"] == 4
 
@@ -357,7 +357,7 @@ def test_an_answer_trickling_past_the_time_out_is_a_timed_out_attempt(client, co
     receiver.close()
     [attempt] = attempts_of(WebhookEvent.get().id)
     assert (attempt.status_code, attempt.error, attempt.response_excerpt) == (
-        None, "Timeout: no complete answer within 0.5 s", None)
+        None, "timed out after 0.5 s", None)
 
 
 def test_the_lease_outlasts_the_attempt_deadline_comfortably(config):

@@ -253,7 +253,8 @@ class Workspace:
     """Handlers for /workspace."""
 
     def __init__(self, sessions: accounts.Sessions, secret: bytes, *, allow_private_live: bool = False,
-                 test_capacity: int = 10_000, hasher=None, throttle=None, serving_threads: int = 8):
+                 test_capacity: int = 10_000, hasher=None, throttle=None, serving_threads: int = 8,
+                 workers: int = 1):
         self.sessions = sessions
         self.secret = secret
         self.allow_private_live = allow_private_live
@@ -262,10 +263,11 @@ class Workspace:
         self.throttle = throttle or accounts.SignInThrottle()
         self.flash = Flash()
         self.pending = PendingSignIns()
-        # A sign-in may wait for its password check on a serving thread only while the hashing pool
-        # cannot hold every serving thread waiting; with fewer threads (SQLite's default is one) it
-        # answers at once and the browser picks the result up from /workspace/login/wait.
-        self.wait_inline = serving_threads > self.hasher.capacity
+        # A sign-in may wait for its password check on a serving thread while the hashing pool cannot
+        # hold every serving thread waiting, or while other worker processes answer the API meanwhile
+        # (their next request might reach another worker); otherwise (SQLite's one thread) it answers
+        # at once and the browser picks the result up from /workspace/login/wait.
+        self.wait_inline = serving_threads > self.hasher.capacity or workers > 1
 
     def session(self) -> Session | None:
         return self.sessions.read(bottle.request.get_cookie(COOKIE))
@@ -554,10 +556,7 @@ class Workspace:
         if event is None:
             return self.webhooks_page(error="No such event.", status=404)
         try:
-            if event.delivery_status == "pending":
-                webhooks.retry_now(event.id)
-            else:
-                webhooks.redeliver(event.id)
+            webhooks.redeliver(event.id)  # a pending one at once, a finished one for a new round
         except webhooks.WebhookError as exc:
             return self.webhooks_page(error=f"Not queued: {exc}.", status=400)
         back = _field(form, "next")
@@ -721,7 +720,8 @@ def routes(app, secret: bytes) -> Workspace:
     """The workspace's part of the URL map (its pages answer HTML, outside the API's plugin)."""
     workspace = Workspace(accounts.Sessions(secret), secret,
                           allow_private_live=app.settings.webhook_allow_private_live,
-                          test_capacity=app.settings.test_capacity, serving_threads=app.settings.serving_threads)
+                          test_capacity=app.settings.test_capacity, serving_threads=app.settings.serving_threads,
+                          workers=app.settings.workers)
 
     def route(path, method, handler):
         app.route(path, method, guarded(handler), skip=True)

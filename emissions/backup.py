@@ -1,0 +1,47 @@
+"""`emissions backup`: a consistent copy of a live SQLite database (docs/operations.md, "Backups")."""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from .models import db, is_sqlite
+
+
+class BackupError(RuntimeError):
+    """A backup that cannot be made; the message says why."""
+
+
+def backup(path: str) -> dict:
+    """Copy the bound SQLite database to `path` with SQLite's online backup API; return what was copied.
+
+    The copy is made in one step, inside one read transaction: it is the database as of one
+    commit, writers carry on meanwhile (WAL), and a `cp` of the file, which misses what is still in
+    the write-ahead log, is never needed. It is written beside `path` and renamed into place, so
+    `path` is either the whole copy or absent.
+    """
+    if not is_sqlite():
+        raise BackupError("backup copies SQLite databases; on PostgreSQL use pg_dump "
+                          "(docs/operations.md, Backups)")
+    target = Path(path)
+    if target.exists():
+        raise BackupError(f"{path} already exists; give a new file name")
+    if not target.parent.is_dir():
+        raise BackupError(f"the directory {target.parent} does not exist")
+    partial = target.with_name(target.name + ".partial")
+    source = sqlite3.connect(db.database, timeout=30)
+    try:
+        copy = sqlite3.connect(partial)
+        try:
+            source.backup(copy)  # pages=-1: everything in one step, one snapshot
+            calculations = copy.execute("SELECT count(*) FROM calculation").fetchone()[0]
+            copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
+        finally:
+            copy.close()
+    except sqlite3.Error as exc:
+        partial.unlink(missing_ok=True)
+        raise BackupError(f"backup failed: {exc}") from None
+    finally:
+        source.close()
+    os.replace(partial, target)
+    return {"path": str(target), "bytes": target.stat().st_size, "calculations": calculations}

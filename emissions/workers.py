@@ -1,0 +1,285 @@
+"""`emissions serve --workers N`: N serving processes sharing one port through SO_REUSEPORT.
+
+The parent binds the port (without listening, so that it never receives a connection), forks the
+workers, each of which listens on a socket of its own bound to the same port; the kernel spreads
+new connections over them. The parent only waits: SIGTERM or Ctrl-C stops every worker the way
+one process stops, and a worker that dies on its own stops the rest (exit status 1), for the
+service manager to restart the whole (docs/operations.md, "Several workers").
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+
+import peewee as pw
+from playhouse import db_url
+
+from . import models
+from .config import Config
+
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+@dataclass
+class Worker:
+    """What one worker process needs beyond the config: its socket and its place."""
+
+    index: int
+    socket: socket.socket
+    ready_pipe: int
+
+    @property
+    def runs_scheduler(self) -> bool:
+        return self.index == 0
+
+    def ready(self, url: str) -> None:
+        """Tell the parent that this worker is listening."""
+        os.write(self.ready_pipe, b".")
+        os.close(self.ready_pipe)
+
+
+class SharedWriterDatabase(pw.SqliteDatabase):
+    """SQLite whose write transactions first take an exclusive flock() of a file beside the database.
+
+    Between processes, SQLite's busy handler makes a writer sleep and retry (1 ms, 2 ms, 5 ms, ...),
+    so a worker that met another's transaction idles on after it ended; a blocked flock() returns
+    the moment the lock is free. Each thread locks through a descriptor of its own (a flock belongs
+    to an open file, so two threads sharing one would both hold it). The kernel drops the lock of a
+    process that dies.
+    """
+
+    WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
+    lock_path: str | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._writer = threading.local()
+
+    def begin(self, lock_type=None):
+        if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES or not self.lock_path:
+            return super().begin(lock_type)
+        descriptor = getattr(self._writer, "descriptor", None)
+        if descriptor is None:
+            descriptor = self._writer.descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        self._writer.holding = True
+        try:
+            super().begin(lock_type)
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self):
+        super().commit()  # when COMMIT fails the transaction is still open: rollback() releases
+        self._release()
+
+    def rollback(self):
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if getattr(self._writer, "holding", False):
+            self._writer.holding = False
+            fcntl.flock(self._writer.descriptor, fcntl.LOCK_UN)
+
+
+def share_writer_lock(database_url: str) -> None:
+    """Make this worker's SQLite writers queue with the other workers' (nothing to do on PostgreSQL)."""
+    if database_url.startswith("sqlite"):
+        path = db_url.parse(database_url)["database"]
+        if path and path != ":memory:":
+            SharedWriterDatabase.lock_path = f"{path}-writers.lock"
+            models.SQLITE_DATABASE = SharedWriterDatabase
+
+
+def worker_config(config: Config, workers: int) -> Config:
+    """Each worker's share of the per-key rate limit: 1/N of the rate and of the burst.
+
+    The token buckets live in each process, and the kernel spreads one client's connections over
+    the workers, so N full buckets would let a key make N times its documented throughput.
+    """
+    burst = config.rate_limit_burst
+    return config.with_(rate_limit_per_second=config.rate_limit_per_second / workers,
+                        rate_limit_burst=math.ceil(burst / workers) if burst else 0)
+
+
+def reuse_port_socket(host: str, port: int, reuse_port: bool = True) -> socket.socket:
+    """A TCP socket bound to host:port with SO_REUSEPORT (several may bind the same port)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(config: Config, host: str, port: int, workers: int, *, json_output: bool = False,
+          announce=None) -> None:
+    """Serve with `workers` processes until SIGTERM or Ctrl-C (see the module's docstring)."""
+    from . import server
+
+    try:
+        if port:  # taken by anyone, even another `serve --workers`, is taken: never share a port by accident
+            reuse_port_socket(host, port, reuse_port=False).close()
+        reservation = reuse_port_socket(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise server.ListenError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    port = reservation.getsockname()[1]
+    # No connection or thread may cross the fork: every worker opens its own.
+    if models.db.obj is not None:
+        models.db.close()
+    share = worker_config(config, workers)
+    ready_read, ready_write = os.pipe()
+    children: list[int] = []
+    sys.stdout.flush()
+    sys.stderr.flush()  # nothing buffered may be written twice, by a worker too
+    # Held back until each process has its own handlers: a SIGTERM in between is delivered after.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    parent = os.getpid()
+    for index in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker
+            os.close(ready_read)
+            _run_worker(share, host, port, Worker(index, None, ready_write), reservation, parent)
+        children.append(pid)
+    os.close(ready_write)
+    stopping = unexpected = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+        _signal_all(children, signal.SIGTERM)
+
+    def worker_exited():
+        nonlocal unexpected
+        if not stopping:
+            unexpected = True
+            stop(None, None)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    try:
+        started = _read_ready(ready_read, workers)
+        if started < workers and not stopping:
+            stop(None, None)
+            _wait_all(children)
+            raise server.ListenError(f"cannot serve on {host}:{port}: a worker failed to start (see above)")
+        if not stopping:
+            url = f"http://{host}:{port}"
+            if announce is not None:
+                announce(url)
+            elif json_output:
+                print(json.dumps({"url": url, "workers": workers, "threads": config.serving_threads}), flush=True)
+            else:
+                print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each)", flush=True)
+        _wait_all(children, on_exit=worker_exited)
+    finally:
+        reservation.close()
+    if unexpected:
+        raise server.ListenError("a worker stopped unexpectedly, so every worker was stopped")
+    print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Have the kernel send this worker SIGTERM when the parent dies, even killed outright (SIGKILL, OOM)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the service manager stops the process group
+        return
+    if os.getppid() != parent:  # it died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_worker(config: Config, host: str, port: int, worker: Worker, reservation: socket.socket,
+                parent: int) -> None:
+    """The body of a forked worker: serve on its own socket, then leave without returning."""
+    from . import server
+
+    status = 0
+    try:
+        _stop_with_parent(parent)
+        reservation.close()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us in order
+        signal.signal(signal.SIGTERM, _stop_worker)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        worker.socket = reuse_port_socket(host, port)
+        share_writer_lock(config.database_url)
+        server.serve(config, host, port, announce=worker.ready, worker=worker)
+    except server.ListenError as exc:
+        print(f"emissions: worker {worker.index}: {exc}", file=sys.stderr, flush=True)
+        status = 1
+    except SystemExit:  # stopped before it served
+        pass
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def _stop_worker(signum, frame):
+    raise SystemExit(0)  # before server.serve has its own handler: leave through the cleanup
+
+
+def _read_ready(pipe: int, expected: int) -> int:
+    """How many workers said they listen, reading until all did or every writer is gone."""
+    count = 0
+    try:
+        while count < expected:
+            chunk = os.read(pipe, expected)
+            if not chunk:
+                break
+            count += len(chunk)
+    except InterruptedError:  # a signal during the wait: we are stopping
+        pass
+    finally:
+        os.close(pipe)
+    return count
+
+
+def _signal_all(children: list[int], signum: int) -> None:
+    for pid in children:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_all(children: list[int], on_exit=None) -> None:
+    """Reap every worker, calling on_exit() as each one ends."""
+    remaining = set(children)
+    while remaining:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid in remaining:
+            remaining.discard(pid)
+            if on_exit is not None:
+                on_exit()

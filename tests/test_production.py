@@ -1,0 +1,411 @@
+"""Production on the wire: many idle and slow connections, several workers, a reverse proxy, edges of input."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from emissions import cli
+from emissions import workers
+from emissions import workspace
+from emissions.app import create_app
+from emissions.config import Config, ConfigError
+from conftest import LiveServer, logistics_body, make_org, raw_exchange
+
+EMISSIONS = Path(sys.executable).with_name("emissions")
+PASSWORD = "correct horse battery"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def cli_json(*argv) -> dict:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main([*argv, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+@contextlib.contextmanager
+def serving(tmp_path, monkeypatch, *argv, **env):
+    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
+    factor; yields (process, url, key). Killed at the end if still running."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'served.sqlite3'}")
+    cli_json("org", "create", "--name", "Acme", "--slug", "acme")
+    key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
+    cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
+    cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
+             "--name", "Road", "--source", "Test")
+    port = free_port()
+    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false", **env})
+    try:
+        banner = process.stdout.readline()
+        assert banner.startswith(f"Serving on http://127.0.0.1:{port}"), (banner, process.stderr.read())
+        yield process, f"http://127.0.0.1:{port}", key
+    finally:
+        if process.poll() is None:
+            process.terminate()  # the parent stops its workers, which hold the output pipes too
+            try:
+                process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate(timeout=30)
+
+
+def calculate(url: str, key: str, idempotency_key: str, timeout: float = 10, **overrides) -> requests.Response:
+    return requests.post(url + "/v1/emissions/logistics", json=logistics_body(**overrides), timeout=timeout,
+                         headers={"Authorization": f"Bearer {key}", "Idempotency-Key": idempotency_key})
+
+
+# --- 1. connections --------------------------------------------------------------------------------
+
+def open_sockets(url: str, count: int) -> list[socket.socket]:
+    host, port = url.removeprefix("http://").split(":")
+    return [socket.create_connection((host, int(port)), timeout=10) for _ in range(count)]
+
+
+def test_idle_and_slow_header_connections_do_not_keep_new_clients_out(tmp_path, monkeypatch):
+    assert 1000 < os.sysconf("SC_OPEN_MAX"), "the test holds 400 sockets in this process"
+    with serving(tmp_path, monkeypatch) as (process, url, key):
+        idle = open_sockets(url, 300)
+        slow = open_sockets(url, 100)
+        try:
+            for sock in slow:
+                sock.sendall(b"POST /v1/emissions/logistics HTTP/1.1\r\nHost: example\r\n")
+            for round_number in range(3):  # the slow ones send a header line each round, as an attacker would
+                for sock in slow:
+                    sock.sendall(b"X-Slow: %d\r\n" % round_number)
+                started = time.monotonic()
+                assert requests.get(url + "/healthz", timeout=1).status_code == 200
+                health_seconds = time.monotonic() - started
+                started = time.monotonic()
+                assert calculate(url, key, f"while-held-{round_number}", timeout=1).status_code == 201
+                post_seconds = time.monotonic() - started
+                print(f"round {round_number}: /healthz {health_seconds * 1000:.0f} ms, POST {post_seconds * 1000:.0f} ms")
+                assert health_seconds < 1 and post_seconds < 1
+                time.sleep(0.5)
+        finally:
+            for sock in idle + slow:
+                sock.close()
+
+
+def test_connection_limit_reaches_waitress(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, CONNECTION_LIMIT="20") as (process, url, key):
+        held = open_sockets(url, 20)
+        with pytest.raises(requests.Timeout):  # the 21st waits in the backlog for a free place
+            requests.get(url + "/healthz", timeout=1)
+        for sock in held:  # (Waitress counts its own listening socket and wake-up pipe in the limit too)
+            sock.close()
+        assert requests.get(url + "/healthz", timeout=5).status_code == 200
+
+
+def test_a_silent_connection_is_closed_after_channel_timeout(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, CHANNEL_TIMEOUT="1") as (process, url, key):
+        [sock] = open_sockets(url, 1)
+        sock.settimeout(10)
+        started = time.monotonic()
+        assert sock.recv(1) == b""  # closed by the server, well before the 10 s the test would wait
+        assert time.monotonic() - started < 8
+        sock.close()
+
+
+def test_the_server_settings_documented_in_operations_are_the_defaults(monkeypatch):
+    from test_operations import documented_configuration, variables_read_in_config
+
+    for name in variables_read_in_config():
+        monkeypatch.delenv(name, raising=False)
+    defaults = Config.from_env()
+    documented = documented_configuration()
+    for name in ("WORKERS", "CONNECTION_LIMIT", "CHANNEL_TIMEOUT", "BACKLOG", "TRUSTED_PROXY_COUNT", "RETENTION_DAYS"):
+        assert int(documented[name].strip(" `")) == getattr(defaults, name.lower()), name
+    assert documented["TRUSTED_PROXY"].strip() == "unset" and defaults.trusted_proxy == ()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("CONNECTION_LIMIT", "0", "CONNECTION_LIMIT must be at least 1"),
+    ("CHANNEL_TIMEOUT", "soon", "CHANNEL_TIMEOUT must be an integer"),
+    ("WORKERS", "0", "WORKERS must be at least 1"),
+    ("TRUSTED_PROXY", "127.0.0.1,proxy.example", "TRUSTED_PROXY must be comma-separated IP addresses"),
+    ("SECRET_KEY", "short", "SECRET_KEY must be at least 32 characters"),
+])
+def test_a_server_setting_that_cannot_be_used_is_refused_at_start(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=message):
+        Config.from_env()
+
+
+# --- 2. several workers ----------------------------------------------------------------------------
+
+def children_of(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def bytes_read(pid: int) -> int:
+    return int(dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())["rchar"])
+
+
+def test_two_workers_share_the_port_and_sigterm_stops_them_all(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+        pids = children_of(process.pid)
+        assert len(pids) == 2
+        before = {pid: bytes_read(pid) for pid in pids}
+        for number in range(60):  # a new connection each: the kernel spreads them over the workers
+            assert calculate(url, key, f"spread-{number}").status_code == 201
+        grown = {pid: bytes_read(pid) - before[pid] for pid in pids}
+        assert all(growth > 2000 for growth in grown.values()), grown  # each read some of the requests
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+        assert (process.returncode, out.strip()) == (0, "Stopped."), err
+        assert "Traceback" not in err and "emissions:" not in err
+        for pid in pids:
+            assert not Path(f"/proc/{pid}").exists()
+
+
+def test_with_two_workers_every_event_is_delivered_once(tmp_path, monkeypatch):
+    from webhook_receiver import Receiver
+
+    receiver = Receiver()
+    try:
+        with serving(tmp_path, monkeypatch, "--workers", "2", WEBHOOK_POLL_SECONDS="0.1") as (process, url, key):
+            cli_json("webhook", "set", "--org", "acme", "--env", "test", "--url", receiver.url)
+            for number in range(6):
+                assert calculate(url, key, f"hooked-{number}").status_code == 201
+            assert receiver.wait_for(6)
+            time.sleep(1)  # sequencing only: ten more polls, in which a second deliverer would send again
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=30)
+    finally:
+        receiver.close()
+    ids = [received.event_id for received in receiver.received]
+    assert len(ids) == len(set(ids)) == 6
+
+
+def test_a_second_server_with_workers_cannot_share_the_port_by_accident(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+        port = url.rsplit(":", 1)[1]
+        second = subprocess.run([str(EMISSIONS), "serve", "--workers", "2", "--port", port], capture_output=True,
+                                text=True, timeout=30, env={**os.environ, "WEBHOOK_POLL_SECONDS": "60"})
+        assert (second.returncode, second.stdout) == (1, "")
+        assert second.stderr == f"emissions: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_workers_stop_when_their_parent_is_killed_outright(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+        pids = children_of(process.pid)
+        process.kill()
+        process.communicate(timeout=30)  # returns once every worker has closed the output pipes: gone
+        for pid in pids:
+            for _ in range(100):
+                if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"worker {pid} outlived its parent")
+
+
+def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
+    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+        first, second = children_of(process.pid)
+        os.kill(first, signal.SIGKILL)
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 1
+        assert err.strip().splitlines()[-1] == ("emissions: a worker stopped unexpectedly, "
+                                               "so every worker was stopped")
+        assert not Path(f"/proc/{second}").exists()
+
+
+def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
+    import fcntl
+    import threading
+
+    workers.SharedWriterDatabase.lock_path = str(tmp_path / "db.sqlite3-writers.lock")
+    try:
+        database = workers.SharedWriterDatabase(str(tmp_path / "db.sqlite3"), lock_type="IMMEDIATE")
+        probe = os.open(workers.SharedWriterDatabase.lock_path, os.O_RDWR | os.O_CREAT)  # as another worker's
+        held = []
+
+        def try_lock():
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(probe, fcntl.LOCK_UN)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+
+        with database.atomic():
+            database.execute_sql("CREATE TABLE t (x)")
+            try_lock()
+        try_lock()
+        with pytest.raises(ZeroDivisionError), database.atomic():
+            try_lock()
+            1 / 0
+        try_lock()
+        reader = threading.Thread(target=lambda: database.execute_sql("SELECT count(*) FROM t").fetchone())
+        reader.start()
+        reader.join()
+        assert held == [True, False, True, False]
+        os.close(probe)
+        database.close()
+    finally:
+        workers.SharedWriterDatabase.lock_path = None
+
+
+def test_each_worker_takes_its_share_of_the_rate_limit():
+    config = Config(rate_limit_per_second=100.0, rate_limit_burst=200)
+    share = workers.worker_config(config, 2)
+    assert (share.rate_limit_per_second, share.rate_limit_burst) == (50.0, 100)
+    assert workers.worker_config(config.with_(rate_limit_burst=3), 2).rate_limit_burst == 2
+    off = workers.worker_config(config.with_(rate_limit_per_second=0, rate_limit_burst=0), 4)
+    assert (off.rate_limit_per_second, off.rate_limit_burst) == (0, 0)
+
+
+# --- 3. behind a proxy -----------------------------------------------------------------------------
+
+def echo(environ, start_response):
+    """What the app is told about the client."""
+    body = json.dumps({name: environ.get(name) for name in (
+        "REMOTE_ADDR", "wsgi.url_scheme", "HTTP_HOST", "HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_PROTO")}).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def forwarded_request(path: str, body: bytes = b"", method: str = "GET", **headers) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: internal:8000", "Connection: close",
+             "X-Forwarded-For: 203.0.113.7", "X-Forwarded-Proto: https", "X-Forwarded-Host: api.example.com",
+             f"Content-Length: {len(body)}", *(f"{name.replace('_', '-')}: {value}" for name, value in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def exchange_from(source: str, server, request: bytes) -> tuple[int, dict, bytes]:
+    """raw_exchange, from a chosen loopback source address."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0)) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def served_echo(trusted: tuple[str, ...]):
+    echo.settings = Config(trusted_proxy=trusted)
+    return LiveServer(echo)
+
+
+def test_forwarded_headers_from_a_trusted_proxy_tell_the_app_about_the_client():
+    with served_echo(("10.1.2.3", "127.0.0.1")) as server:
+        status, _, body = raw_exchange(server, forwarded_request("/"))
+    assert status == 200
+    assert json.loads(body) == {"REMOTE_ADDR": "203.0.113.7", "wsgi.url_scheme": "https",
+                                "HTTP_HOST": "api.example.com", "HTTP_X_FORWARDED_FOR": "203.0.113.7",
+                                "HTTP_X_FORWARDED_PROTO": "https"}
+
+
+@pytest.mark.parametrize("trusted", [(), ("127.0.0.1",)])
+def test_forwarded_headers_from_any_other_peer_are_removed(trusted):
+    with served_echo(trusted) as server:
+        status, _, body = exchange_from("127.0.0.2", server, forwarded_request("/"))
+    assert status == 200
+    assert json.loads(body) == {"REMOTE_ADDR": "127.0.0.2", "wsgi.url_scheme": "http", "HTTP_HOST": "internal:8000",
+                                "HTTP_X_FORWARDED_FOR": None, "HTTP_X_FORWARDED_PROTO": None}
+
+
+def test_a_trusted_network_is_trusted_for_each_of_its_addresses():
+    with served_echo(("127.0.0.0/30",)) as server:
+        _, _, body = exchange_from("127.0.0.2", server, forwarded_request("/"))
+    assert json.loads(body)["REMOTE_ADDR"] == "203.0.113.7"
+
+
+@pytest.fixture
+def proxied_workspace(config):
+    app = create_app(config.with_(trusted_proxy=("127.0.0.1",)))
+    workspace.create_user(make_org("acme"), "ops@acme.example", PASSWORD)
+    with LiveServer(app) as server:
+        yield server
+
+
+def sign_in_through_proxy(server, client: str, email: str, password: str, source: str = "127.0.0.1"):
+    body = f"email={email}&password={password.replace(' ', '+')}".encode()
+    request = forwarded_request("/workspace/login", body, "POST", Content_Type="application/x-www-form-urlencoded")
+    request = request.replace(b"203.0.113.7", client.encode())
+    return exchange_from(source, server, request)
+
+
+def test_the_session_cookie_is_secure_when_the_client_spoke_https_to_the_proxy(proxied_workspace):
+    status, headers, _ = sign_in_through_proxy(proxied_workspace, "203.0.113.7", "ops@acme.example", PASSWORD)
+    assert status == 303 and "; Secure" in headers["set-cookie"]
+    # The same claim from a peer that is not the proxy is not believed.
+    status, headers, _ = sign_in_through_proxy(proxied_workspace, "203.0.113.7", "ops@acme.example", PASSWORD,
+                                               source="127.0.0.2")
+    assert status == 303 and "; Secure" not in headers["set-cookie"]
+
+
+def test_sign_in_throttling_keys_on_the_real_client_address(proxied_workspace):
+    for number in range(workspace.SIGN_IN_BURST):  # other emails each time: only the address is throttled
+        status, _, _ = sign_in_through_proxy(proxied_workspace, "203.0.113.7", f"x{number}@acme.example", "wrong!")
+        assert status == 401
+    assert sign_in_through_proxy(proxied_workspace, "203.0.113.7", "y@acme.example", "wrong!")[0] == 429
+    # Another client behind the same proxy is not held back by the first one's failures.
+    assert sign_in_through_proxy(proxied_workspace, "198.51.100.9", "ops@acme.example", PASSWORD)[0] == 303
+
+
+# --- 8. edges of input -----------------------------------------------------------------------------
+
+def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(live_server, acme):
+    body = json.dumps(logistics_body()).encode()
+    request = (f"POST /v1/emissions/logistics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               f"Authorization: Bearer {acme.key}\r\nContent-Type: application/json\r\n"
+               f"Idempotency-Key: a\r\nidempotency-key: b\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    status, _, answer = raw_exchange(live_server, request)
+    assert status == 400
+    assert json.loads(answer)["error"]["code"] == "INVALID_REQUEST"
+    assert "one Idempotency-Key" in json.loads(answer)["error"]["message"]
+    one = request.replace(b"idempotency-key: b\r\n", b"")
+    assert raw_exchange(live_server, one)[0] == 201
+    # A single key that holds ", " is still one key.
+    assert raw_exchange(live_server, one.replace(b"Idempotency-Key: a", b"Idempotency-Key: a, b"))[0] == 201
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("cargo, distance, factor_value", [
+    ("1.5E-400", "320", None), ("0.0000001", "1", None), ("0.000001", "0.5", None), ("0.0000005", "1", None),
+    ("0.001", "0.001", "0.1"),
+])
+def test_a_calculation_that_would_round_to_zero_is_a_422_with_field_details(client, acme, cargo, distance,
+                                                                             factor_value):
+    from conftest import make_factor
+
+    reference = "road-default"
+    if factor_value is not None:
+        make_factor("tiny", value=factor_value)
+        reference = "tiny"
+    raw = (json.dumps(logistics_body(factor_reference=reference, cargo={"value": 0, "unit": "tonne"},
+                                     distance={"value": 0, "unit": "km"}))
+           .replace('"cargo": {"value": 0', f'"cargo": {{"value": {cargo}')
+           .replace('"distance": {"value": 0', f'"distance": {{"value": {distance}'))
+    answer = client.post("/v1/emissions/logistics", raw, status="*",
+                         headers={**acme.headers("zero"), "Content-Type": "application/json"})
+    assert answer.status_int == 422, answer.text
+    error = answer.json["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert [detail["field"] for detail in error["details"]] == ["cargo.value", "distance.value"]
+    from emissions.models import Calculation, WebhookEvent
+
+    assert Calculation.select().count() == 0 and WebhookEvent.select().count() == 0
