@@ -95,6 +95,13 @@ def test_the_password_is_checked_off_the_serving_thread_with_or_without_waiting_
     assert client.get("/workspace").status_int == 200
 
 
+@pytest.mark.parametrize("threads, workers, inline", [(1, 1, False), (3, 1, False), (4, 1, True), (1, 2, True)])
+def test_a_sign_in_waits_on_its_thread_only_where_the_api_keeps_a_thread_or_process(secret, threads, workers,
+                                                                                     inline):
+    found = workspace.Workspace(workspace.Sessions(secret), secret, serving_threads=threads, workers=workers)
+    assert found.wait_inline is inline
+
+
 def test_a_wait_without_a_pending_sign_in_goes_back_to_the_form(client, acme_user):
     assert "The sign-in was interrupted" in client.get("/workspace/login/wait", status=400).text
 

@@ -220,14 +220,18 @@ class Throttle:
             del self._buckets[key]
 
 
+SIGN_IN_BURST = 10  # attempts per (email, client address), then one per 30 s
+SIGN_IN_ADDRESS_BURST = 30  # attempts per client address, whatever the emails, then one per 3 s
+
+
 class SignInThrottle:
     """Slows guessing without locking the real user out from elsewhere: a strict bucket per
     (email, client address) and a looser one per client address. No bucket is per email alone,
     so wrong passwords sent from one address never block the same email from another."""
 
     def __init__(self, clock=time.monotonic):
-        self.by_email_and_address = Throttle(1 / 30, 10, clock=clock)
-        self.by_address = Throttle(1 / 3, 30, clock=clock)
+        self.by_email_and_address = Throttle(1 / 30, SIGN_IN_BURST, clock=clock)
+        self.by_address = Throttle(1 / 3, SIGN_IN_ADDRESS_BURST, clock=clock)
 
     def wait(self, email: str, address: str) -> int:
         """0 when this attempt may be checked, else the seconds to wait before the next."""
