@@ -11,8 +11,8 @@ import socket
 import subprocess
 import sys
 import time
-from urllib.parse import urlencode
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import requests
