@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 import string
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import peewee as pw
 
 from .errors import AuthenticationError, PermissionError_
+from . import store
 from .models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
 
 BASE62 = string.digits + string.ascii_letters
@@ -83,8 +85,12 @@ class Principal:
     entitled: bool
 
 
+LAST_USED_SECONDS = 60
+
+
 class KeyStore:
-    """Looks keys up by hash, caching each answer (found or not) for a short time."""
+    """Looks keys up by hash, caching each answer (found or not) for a short time; notes when a key
+    was last used, writing it at most once a minute per key and process."""
 
     def __init__(self, secret: bytes, ttl_seconds: float, clock=time.monotonic):
         self.secret = secret
@@ -92,6 +98,29 @@ class KeyStore:
         self.clock = clock
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._lock = threading.Lock()
+        self._last_written: dict[str, float] = {}
+
+    def note_use(self, key_id: str) -> None:
+        """Write api_key.last_used_at unless this process wrote it for the key within the minute.
+
+        A dictionary look-up on nearly every request; one UPDATE of its own (never inside a
+        calculation's transaction) once a minute. A failed write is logged, never the request's failure.
+        """
+        now = self.clock()
+        last = self._last_written.get(key_id)
+        if last is not None and now - last < LAST_USED_SECONDS:
+            return
+        with self._lock:
+            last = self._last_written.get(key_id)
+            if last is not None and now - last < LAST_USED_SECONDS:
+                return
+            if len(self._last_written) > 100_000:  # only valid keys get here; a bound all the same
+                self._last_written.clear()
+            self._last_written[key_id] = now
+        try:
+            store.note_key_use(key_id, utcnow())
+        except Exception:  # the database may be busy or gone; the request itself goes on or fails on its own
+            logging.getLogger("emissions.error").warning("could not note the use of key %s", key_id, exc_info=True)
 
     def lookup(self, plain_key: str) -> Principal | None:
         digest = hash_key(self.secret, plain_key)
@@ -151,6 +180,7 @@ def authenticate(store: KeyStore, header: str | None) -> Principal:
     if not principal.entitled:
         raise PermissionError_("The organization is not entitled to the embedded API.",
                                code="FEATURE_NOT_ENTITLED")
+    store.note_use(principal.key_id)
     return principal
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import getpass
 import io
 import json
 import re
@@ -369,12 +370,69 @@ def cmd_analytics_rebuild(args, config):
     emit_check(args, run_check(args, customers.rebuild), "repaired")
 
 
+def read_password(args, confirm: bool = True) -> str:
+    """The password from --password (warned about), --password-stdin, or a prompt; never echoed."""
+    if getattr(args, "password", None) is not None:
+        print("emissions: warning: --password lands in shell history and the process list; "
+              "prefer the prompt or --password-stdin", file=sys.stderr)
+        return args.password
+    if args.password_stdin or not sys.stdin.isatty():
+        line = sys.stdin.readline()
+        if not line:
+            raise CommandError("no password on standard input")
+        return line.rstrip("\r\n")
+    try:
+        password = getpass.getpass("Password: ")
+        if confirm and getpass.getpass("Password again: ") != password:
+            raise CommandError("the two passwords differ")
+    except (EOFError, KeyboardInterrupt):
+        raise CommandError("no password given") from None
+    return password
+
+
+def user(email: str) -> models.User:
+    found = workspace.accounts.find_user(email)
+    if found is None:
+        raise CommandError(f"no user with email {email.strip().lower()}")
+    return found
+
+
 def cmd_user_create(args, config):
     org = organization(args.org)
+    password = read_password(args)
     with models.db.atomic():
-        user = workspace.create_user(org, args.email, args.password)
-        audit.record("user.created", user.email, organization=org)
-    emit(args, {"email": user.email, "organization": org.slug})
+        created = workspace.create_user(org, args.email, password)
+        audit.record("user.created", created.email, organization=org)
+    emit(args, {"email": created.email, "organization": org.slug})
+
+
+def cmd_user_list(args, config):
+    query = models.User.select(models.User, Organization).join(Organization).order_by(Organization.slug, models.User.email)
+    if args.org:
+        query = query.where(models.User.organization == organization(args.org))
+    users = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
+              "last_sign_in_at": models.isoformat(u.last_sign_in_at)} for u in query]
+    emit(args, {"users": users}, "\n".join(
+        f"{u['email']}\t{u['organization']}\tcreated {u['created_at']}\tlast sign-in {u['last_sign_in_at'] or '-'}"
+        for u in users) or "no users")
+
+
+def cmd_user_delete(args, config):
+    found = user(args.email)
+    with models.db.atomic():
+        workspace.delete_user(found)
+        audit.record("user.deleted", found.email, organization=found.organization)
+    emit(args, {"email": found.email, "deleted": True}, f"deleted {found.email}; its sessions ended")
+
+
+def cmd_user_set_password(args, config):
+    found = user(args.email)
+    password = read_password(args)
+    with models.db.atomic():
+        workspace.set_password(found, password)
+        audit.record("user.password_changed", found.email, organization=found.organization)
+    emit(args, {"email": found.email, "password_changed": True},
+         f"password of {found.email} changed; its sessions ended")
 
 
 def cmd_factor_create(args, config):
@@ -634,7 +692,8 @@ def serve(config, args, **options) -> None:
     count = getattr(args, "workers", None) or config.workers
     try:
         if count > 1:
-            workers.serve(config, args.host, args.port, count, **options)
+            # config.workers tells the app it is one of several processes (the workspace's sign-in uses it).
+            workers.serve(config.with_(workers=count), args.host, args.port, count, **options)
         else:
             server.serve(config, host=args.host, port=args.port, **options)
     except server.ListenError as exc:
@@ -825,7 +884,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(users, "create", cmd_user_create, "create a workspace login for an organization")
     sub.add_argument("--org", required=True)
     sub.add_argument("--email", required=True)
-    sub.add_argument("--password", required=True, help="at least 12 characters")
+    password_options(sub)
+    sub = command(users, "list", cmd_user_list, "list workspace logins")
+    sub.add_argument("--org", help="only this organization's")
+    sub = command(users, "delete", cmd_user_delete, "remove a workspace login (its sessions end at once)")
+    sub.add_argument("email")
+    sub = command(users, "set-password", cmd_user_set_password,
+                  "set a login's password (its sessions end at once)")
+    sub.add_argument("email")
+    password_options(sub, allow_argument=False)
 
     facts = group("factor", "governed emission factors")
     sub = command(facts, "create", cmd_factor_create, "create a factor version")
@@ -896,6 +963,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(commands, "deliver", cmd_deliver, "deliver due webhooks until stopped (or --once)")
     sub.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
     return parser
+
+
+def password_options(sub, allow_argument: bool = True) -> None:
+    """The password comes from a prompt, or --password-stdin (one line); never echoed."""
+    sub.add_argument("--password-stdin", action="store_true",
+                     help="read the password (at least 12 characters) from the first line of standard input")
+    if allow_argument:
+        sub.add_argument("--password", help="kept for scripts; lands in shell history: prefer --password-stdin")
 
 
 def _is_text(argument: str) -> bool:

@@ -101,6 +101,24 @@ def create(organization: Organization, environment: str, reference: str, name: s
         raise CustomerError(f"customer {reference} already exists in {environment}") from None
 
 
+def update(customer: Customer, *, name: str | None = None, country: str | None = None,
+           status: str | None = None) -> dict:
+    """Change what is given (country "" clears it); return the changes made, as {field: new value}."""
+    found = problems(name=name, country=country or None, status=status)
+    if found:
+        raise CustomerError("; ".join(f"{field} {reason}" for field, reason in found))
+    changes = {}
+    if name is not None and name.strip() != customer.name:
+        changes["name"] = customer.name = name.strip()
+    if country is not None and (country.upper() or None) != customer.country_code:
+        changes["country_code"] = customer.country_code = country.upper() or None
+    if status is not None and status != customer.status:
+        changes["status"] = customer.status = status
+    if changes:
+        customer.save()
+    return changes
+
+
 # --- import --------------------------------------------------------------------------------------
 
 IMPORT_COLUMNS = ("reference", "name", "country", "status")

@@ -103,6 +103,7 @@ def open_database(url: str) -> pw.Database:
             "lock_type": "IMMEDIATE",  # writers queue at BEGIN instead of failing on lock upgrade
         })
         database.register_function(decimal_add, "decimal_add", 2)
+        database.register_aggregate(DecimalSum, "decimal_sum", 1)
     elif url.startswith(("postgres", "postgresql")):
         if importlib.util.find_spec("psycopg2") is None:  # the driver is the [postgres] extra
             raise ValueError("DATABASE_URL names a PostgreSQL database but its driver is not installed: "
@@ -138,6 +139,20 @@ def decimal_add(left: str | None, right: str | None) -> str | None:
     if left is None or right is None:
         return None
     return str(EXACT_SUM.add(Decimal(left), Decimal(right)))
+
+
+class DecimalSum:
+    """decimal_sum(x) in SQLite's SQL: the exact sum of decimals kept as text (SUM would add floats)."""
+
+    def __init__(self):
+        self.total = None
+
+    def step(self, value: str | None) -> None:
+        if value is not None:
+            self.total = EXACT_SUM.add(self.total or Decimal(0), Decimal(value))
+
+    def finalize(self) -> str | None:
+        return None if self.total is None else str(self.total)
 
 
 class ExactDecimalField(pw.Field):
@@ -225,6 +240,7 @@ class ApiKey(BaseModel):
     expires_at = TimestampField(null=True)
     revoked_at = TimestampField(null=True)
     created_at = TimestampField(default=utcnow)
+    last_used_at = TimestampField(null=True)  # written at most once a minute per key (auth.KeyStore)
 
     @property
     def scope_set(self) -> frozenset[str]:
@@ -518,6 +534,19 @@ class User(BaseModel):
     email = pw.CharField(unique=True, max_length=254)
     password_hash = pw.CharField(max_length=200)
     created_at = TimestampField(default=utcnow)
+    last_sign_in_at = TimestampField(null=True)
+
+
+class WorkspaceSession(BaseModel):
+    """A signed-in browser: the JWT names it by a random id, stored here only as its SHA-256, so that
+    deleting the row (sign-out, password change, user removed) ends the session at once."""
+
+    id = pw.CharField(primary_key=True, max_length=64)
+    user = pw.ForeignKeyField(User, backref="sessions", on_delete="CASCADE")
+    csrf = pw.CharField(max_length=64)
+    environment = pw.CharField(max_length=4, default="test")  # the workspace's test/live switch
+    created_at = TimestampField(default=utcnow)
+    expires_at = TimestampField()
 
 
 class AuditEvent(BaseModel):
@@ -545,5 +574,5 @@ class AuditEvent(BaseModel):
 
 ALL_MODELS = [
     InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup,
-    UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent,
+    UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent, WorkspaceSession,
 ]

@@ -12,7 +12,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
-from .models import Calculation, CustomerRollup, WebhookEvent, db, is_postgres
+from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent, db, is_postgres
 
 
 @lru_cache(maxsize=None)
@@ -281,3 +281,13 @@ def insert_event(event) -> None:
     run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.payload,
                        stored_at, stored_at, event.organization_id, event.environment))
 
+
+
+# --- when an API key was last used (auth.KeyStore.note_use: at most once a minute per key) -----
+
+NOTE_KEY_USE = "UPDATE api_key SET last_used_at = ? WHERE id = ?"
+
+
+def note_key_use(key_id: str, moment: dt.datetime) -> None:
+    """Record that the key was used at `moment`: one statement of its own, outside any transaction."""
+    run(NOTE_KEY_USE, (ApiKey.last_used_at.db_value(moment), key_id))

@@ -178,6 +178,29 @@ def redeliver(event_id: str) -> WebhookEvent:
     return WebhookEvent.get_by_id(event_id)
 
 
+def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
+    """Queue a calculation.succeeded event made of test data, marked `"test_event": true` in its
+    data, for the test endpoint (never live: a live receiver would book it)."""
+    if environment != "test":
+        raise WebhookError("test events are sent in the test environment only")
+    endpoint = endpoint_for(organization_id, environment)
+    if endpoint is None or endpoint.status != "enabled":
+        raise WebhookError("no enabled test endpoint to send to")
+    now = utcnow()
+    data = jsoncodec.dumps({
+        "id": new_id(), "external_reference": "test-event", "status": "succeeded", "environment": "test",
+        "customer": {"reference": "test-customer"}, "mode": "ROAD", "activity_date": now.date().isoformat(),
+        "origin": {"label": "Test origin"}, "destination": {"label": "Test destination"},
+        "cargo": {"value": 1, "unit": "tonne"}, "distance": {"value": 100, "unit": "km"},
+        "activity": {"value": 100, "unit": "tkm"}, "emissions": {"value": 0, "unit": "kgCO2e"},
+        "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": "upstream",
+                        "scope3_category": 4},
+        "factor": {"reference": "test-factor", "version": 1, "name": "Test factor", "source": "Workspace test event",
+                   "region": None, "mode": "ROAD", "unit": "kgCO2e/tkm", "valid_from": None, "valid_to": None},
+        "created_at": isoformat(now), "test_event": True})
+    return record_event(organization_id, environment, "calculation.succeeded", data)
+
+
 def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "skipped"),
                     organization_id: int | None = None, environment: str | None = None) -> int:
     """Queue every event created at or after `since` with one of `statuses` whose endpoint is enabled; return how many."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import sqlite3
 import threading
@@ -49,12 +50,14 @@ def text(emissions, *argv) -> str:
 # --- the audit trail -------------------------------------------------------------------------------
 
 @pytest.mark.on_both
-def test_every_administrative_command_is_recorded_with_actor_action_target_and_time(ok, emissions, receiver_url):
+def test_every_administrative_command_is_recorded_with_actor_action_target_and_time(ok, emissions, receiver_url,
+                                                                                   monkeypatch):
     ok("org", "create", "--name", "Acme", "--slug", "acme")
     ok("org", "update", "acme", "--live-capacity", "500")
     key = ok("key", "create", "--org", "acme", "--env", "live", "--scopes", "emissions:read", "--name", "ci")
     ok("key", "revoke", key["id"])
-    ok("user", "create", "--org", "acme", "--email", "ops@acme.example", "--password", "correct horse battery")
+    monkeypatch.setattr("sys.stdin", io.StringIO("correct horse battery\n"))  # --password would warn on stderr
+    ok("user", "create", "--org", "acme", "--email", "ops@acme.example", "--password-stdin")
     ok("webhook", "set", "--org", "acme", "--env", "test", "--url", receiver_url)
     ok("webhook", "rotate", "--org", "acme", "--env", "test")
     ok("factor", "create", "--reference", "road", "--mode", "ROAD", "--value", "0.1", "--name", "Road",

@@ -1,16 +1,20 @@
-"""The workspace: sign in, create keys (shown once), revoke them; sessions are signed JWTs."""
+"""The workspace: sign in (CSRF, throttling, hashing off the serving threads), server-side sessions,
+keys shown once after a redirect, customers, webhooks, team and audit, through WebTest."""
 from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
+import time
 
 import jwt
 import pytest
 
 from emissions import webhooks
 from emissions import workspace
-from conftest import logistics_body, make_customer, make_factor, make_org
-from emissions.models import ApiKey, Organization, User, WebhookEndpoint, utcnow
+from emissions.models import ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint, WorkspaceSession, utcnow
+from emissions.workspace import accounts
+from conftest import logistics_body, make_customer, make_factor, make_key, make_org
 
 PASSWORD = "correct horse battery"
 
@@ -24,62 +28,325 @@ def acme_user(app):
     return org
 
 
-def sign_in(client, email="ops@acme.example", password=PASSWORD, status=303):
-    return client.post("/workspace/login", {"email": email, "password": password}, status=status)
+def workspace_of(app) -> workspace.Workspace:
+    return next(route.callback.__wrapped__.__self__ for route in app.routes if route.rule == "/workspace")
+
+
+def sign_in(client, email="ops@acme.example", password=PASSWORD, status=303, address="192.0.2.1", **environ):
+    """Sign in through the form; where the password is checked off the serving thread, pick the
+    answer up from /workspace/login/wait as the browser does (its page looks again at once)."""
+    environ = {"REMOTE_ADDR": address, **environ}
+    page = client.get("/workspace/login", extra_environ=environ)
+    response = client.post("/workspace/login", {"csrf": csrf_token(page), "email": email, "password": password},
+                           extra_environ=environ, expect_errors=True)
+    for _ in range(1000):
+        waiting = response.status_int == 303 and response.headers["Location"].endswith("/workspace/login/wait")
+        if not (waiting or "Signing you in" in response.text):
+            break
+        if not waiting:
+            time.sleep(0.005)
+        response = client.get("/workspace/login/wait", extra_environ=environ, expect_errors=True)
+    assert response.status_int == status, response.text
+    return response
 
 
 def csrf_token(page) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
 
 
-def create_key(client, environment="test", scopes=("emissions:calculate", "emissions:read"), status=201,
+def create_key(client, environment="test", scopes=("emissions:calculate", "emissions:read"), status=303,
                name="ci", **fields):
+    """Post the key form; on success follow the redirect to the page that shows the key once."""
     page = client.get("/workspace/keys")
     form = [("csrf", csrf_token(page)), ("name", name), ("environment", environment)]
     form += [("scopes", scope) for scope in scopes] + list(fields.items())
-    return client.post("/workspace/keys", form, status=status)
+    response = client.post("/workspace/keys", form, status=status)
+    return response.follow() if status == 303 else response
 
 
-def test_signing_in_sets_a_strict_http_only_session_cookie(client, acme_user):
+def shown_key(page) -> str:
+    return re.search(r'<code id="new-key">(service_(?:test|live)_[0-9A-Za-z]+)</code>', page.text).group(1)
+
+
+# --- signing in and out ----------------------------------------------------------------------------
+
+def test_signing_in_sets_a_strict_http_only_session_cookie_and_opens_the_overview(client, acme_user):
     response = sign_in(client)
-    cookie = response.headers["Set-Cookie"]
-    assert response.headers["Location"].endswith("/workspace/keys")
+    cookie = next(value for name, value in response.headerlist
+                  if name == "Set-Cookie" and value.startswith(workspace.COOKIE))
+    assert response.headers["Location"].endswith("/workspace")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/workspace" in cookie
-    assert client.get("/workspace/keys").status_int == 200
+    overview = client.get("/workspace")
+    assert "Overview" in overview.text and "Acme" in overview.text
+    assert User.get().last_sign_in_at is not None
+
+
+@pytest.mark.on_both
+def test_the_password_is_checked_off_the_serving_thread_with_or_without_waiting_there(client, app, acme_user):
+    # SQLite serves on one thread: the sign-in answers at once and the browser picks the result up;
+    # PostgreSQL's eight threads outnumber what the hashing pool holds, so the sign-in waits there.
+    one_thread = app.settings.serving_threads == 1
+    assert workspace_of(app).wait_inline is not one_thread
+    page = client.get("/workspace/login")
+    first = client.post("/workspace/login", {"csrf": csrf_token(page), "email": "ops@acme.example",
+                                             "password": PASSWORD}, status=303)
+    assert first.headers["Location"].endswith("/workspace/login/wait" if one_thread else "/workspace")
+    sign_in(client)
+    assert client.get("/workspace").status_int == 200
+
+
+@pytest.mark.parametrize("threads, workers, inline", [(1, 1, False), (3, 1, False), (4, 1, True), (1, 2, True)])
+def test_a_sign_in_waits_on_its_thread_only_where_the_api_keeps_a_thread_or_process(secret, threads, workers,
+                                                                                     inline):
+    found = workspace.Workspace(workspace.Sessions(secret), secret, serving_threads=threads, workers=workers)
+    assert found.wait_inline is inline
+
+
+def test_a_wait_without_a_pending_sign_in_goes_back_to_the_form(client, acme_user):
+    assert "The sign-in was interrupted" in client.get("/workspace/login/wait", status=400).text
+
+
+def test_a_sign_in_without_the_forms_csrf_token_is_refused(client, acme_user):
+    client.get("/workspace/login")
+    refused = client.post("/workspace/login", {"csrf": "guess", "email": "ops@acme.example",
+                                               "password": PASSWORD}, status=400)
+    assert "The sign-in form expired" in refused.text
+    assert WorkspaceSession.select().count() == 0
+
+
+def test_a_sign_in_form_opened_in_two_tabs_signs_in_from_either(client, acme_user):
+    first, second = client.get("/workspace/login"), client.get("/workspace/login")
+    assert csrf_token(first) == csrf_token(second)
+    client.post("/workspace/login", {"csrf": csrf_token(first), "email": "ops@acme.example", "password": PASSWORD},
+                status=303)
 
 
 def test_a_wrong_password_or_unknown_email_gets_the_same_answer(client, acme_user):
     wrong = sign_in(client, password="not the password", status=401)
     unknown = sign_in(client, email="nobody@acme.example", status=401)
-    assert "Email or password is not right." in wrong.text
-    assert wrong.text == unknown.text
-    assert "Set-Cookie" not in wrong.headers
+    assert "Email or password is not right." in wrong.text and "Email or password is not right." in unknown.text
+    assert not any(value.startswith(workspace.COOKIE) for name, value in wrong.headerlist if name == "Set-Cookie")
 
 
 def test_pages_without_a_session_redirect_to_sign_in(client, acme_user):
-    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    for path in ("/workspace", "/workspace/keys", "/workspace/calculations", "/workspace/team", "/workspace/audit"):
+        assert client.get(path, status=303).headers["Location"].endswith("/workspace/login")
     client.set_cookie(workspace.COOKIE, "forged.token.value")
     assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
 
 
-def test_a_created_key_is_shown_once_and_works_against_the_api(client, acme_user):
+def test_signing_out_ends_the_session_for_the_old_cookie_too(client, acme_user):
     sign_in(client)
-    created = create_key(client)
-    plain = re.search(r'<p class="key">(service_test_[0-9A-Za-z]+)</p>', created.text).group(1)
+    old_cookie = client.cookies[workspace.COOKIE]
+    client.post("/workspace/logout", {"csrf": csrf_token(client.get("/workspace"))}, status=303)
+    assert WorkspaceSession.select().count() == 0
+    client.set_cookie(workspace.COOKIE, old_cookie)
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+
+
+def test_a_sign_out_without_the_sessions_csrf_token_signs_nobody_out(client, acme_user):
+    sign_in(client)
+    client.post("/workspace/logout", {"csrf": "guess"}, status=303)
+    assert client.get("/workspace/keys").status_int == 200
+
+
+def test_a_session_expires_after_eight_hours(acme_user, secret):
+    now = utcnow()
+    token = workspace.Sessions(secret, clock=lambda: now).issue(User.get())
+    assert workspace.Sessions(secret, clock=lambda: now).read(token).organization.id == acme_user.id
+    later = workspace.Sessions(secret, clock=lambda: now + dt.timedelta(hours=8, seconds=1))
+    assert later.read(token) is None
+
+
+def test_a_token_signed_with_another_key_or_algorithm_is_refused(acme_user, secret):
+    sessions = workspace.Sessions(secret)
+    token = sessions.issue(User.get())
+    claims = jwt.decode(token, sessions.key, algorithms=["HS256"])
+    assert sessions.read(jwt.encode(claims, "another key of thirty-two bytes or more", algorithm="HS256")) is None
+    assert sessions.read(jwt.encode(claims, None, algorithm="none")) is None
+    assert sessions.read(token) is not None
+
+
+@pytest.mark.parametrize("changes", [
+    pytest.param({"exp": "later"}, id="string-exp"),
+    pytest.param({"exp": 1.5e12}, id="float-exp"),
+    pytest.param({"sid": None}, id="missing-sid"),
+    pytest.param({"sid": 123}, id="number-sid"),
+    pytest.param({"sid": "x" * 43}, id="unknown-sid"),
+    pytest.param({"sid": "short"}, id="short-sid"),
+    pytest.param({"sid": ["x" * 43]}, id="list-sid"),
+])
+def test_a_signed_token_with_malformed_claims_is_signed_out_not_a_crash(client, acme_user, secret, changes):
+    sessions = workspace.Sessions(secret)
+    claims = {**jwt.decode(sessions.issue(User.get()), sessions.key, algorithms=["HS256"]), **changes}
+    claims = {name: value for name, value in claims.items() if value is not None}
+    client.set_cookie(workspace.COOKIE, jwt.encode(claims, sessions.key, algorithm="HS256"))
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+
+
+def test_a_session_ends_when_its_organization_is_suspended(client, acme_user):
+    sign_in(client)
+    csrf = csrf_token(client.get("/workspace/keys"))
+    Organization.update(status="suspended").where(Organization.id == acme_user.id).execute()
+    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    client.post("/workspace/keys", {"csrf": csrf, "environment": "test", "scopes": "emissions:read"}, status=303)
+    client.post("/workspace/webhooks", {"csrf": csrf, "action": "set", "url": "http://127.0.0.1:9/hook"},
+                status=303)
+    assert (ApiKey.select().count(), WebhookEndpoint.select().count()) == (0, 0)
+
+
+def test_a_removed_users_open_session_ends_at_once(client, app, acme_user):
+    workspace.create_user(acme_user, "ada@acme.example", PASSWORD)
+    sign_in(client)
+    other = type(client)(app)
+    sign_in(other, email="ada@acme.example")
+    assert other.get("/workspace").status_int == 200
+    page = client.get("/workspace/team")
+    ada = User.get(User.email == "ada@acme.example")
+    client.post(f"/workspace/team/{ada.id}/remove", {"csrf": csrf_token(page)}, status=303)
+    assert other.get("/workspace", status=303).headers["Location"].endswith("/workspace/login")
+    assert "ada@acme.example was removed" in client.get("/workspace/team").text
+
+
+def test_changing_ones_password_ends_the_other_sessions_and_keeps_this_one(client, app, acme_user):
+    sign_in(client)
+    elsewhere = type(client)(app)
+    sign_in(elsewhere, address="198.51.100.7")
+    page = client.get("/workspace/team")
+    client.post("/workspace/password", {"csrf": csrf_token(page), "current_password": PASSWORD,
+                                        "new_password": "a new long password"}, status=303)
+    assert client.get("/workspace/team").status_int == 200
+    assert elsewhere.get("/workspace", status=303).headers["Location"].endswith("/workspace/login")
+    sign_in(type(client)(app), password="a new long password")
+    assert AuditEvent.get(AuditEvent.action == "user.password_changed").actor == "user:ops@acme.example"
+
+
+def test_a_wrong_current_password_changes_nothing(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/team")
+    refused = client.post("/workspace/password", {"csrf": csrf_token(page), "current_password": "wrong one!!",
+                                                  "new_password": "a new long password"}, status=400)
+    assert "The current password is not right." in refused.text
+    assert accounts.check_password(PASSWORD, User.get().password_hash)
+
+
+def test_the_session_cookie_is_secure_when_served_over_https(client, acme_user):
+    page = client.get("/workspace/login", extra_environ={"wsgi.url_scheme": "https"})
+    assert "; Secure" in page.headers["Set-Cookie"]
+    response = sign_in(client, **{"wsgi.url_scheme": "https"})
+    assert "; Secure" in response.headers["Set-Cookie"]
+    assert "; Secure" not in sign_in(client).headers["Set-Cookie"]
+
+
+# --- throttling and hashing --------------------------------------------------------------------------
+
+def test_wrong_passwords_from_one_address_are_throttled_there_but_not_elsewhere(client, acme_user):
+    for _ in range(10):
+        sign_in(client, password="wrong password!", status=401, address="203.0.113.9")
+    refused = sign_in(client, status=429, address="203.0.113.9")
+    assert "Too many sign-in attempts" in refused.text and int(refused.headers["Retry-After"]) >= 1
+    sign_in(client, address="192.0.2.44")  # the real user, from another address
+
+
+def test_an_address_trying_many_emails_meets_the_looser_per_address_bucket(client, acme_user):
+    for number in range(30):
+        sign_in(client, email=f"guess{number}@acme.example", status=401, address="203.0.113.10")
+    sign_in(client, email="guess-more@acme.example", status=429, address="203.0.113.10")
+
+
+def test_an_email_over_254_characters_is_refused_before_any_bucket_or_hash(client, app, acme_user):
+    throttle = workspace_of(app).throttle
+    sign_in(client, email="a" * 250 + "@acme.example", status=401)
+    assert len(throttle.by_address) == 0 and len(throttle.by_email_and_address) == 0
+
+
+def test_throttle_buckets_expire_once_refilled_and_never_exceed_their_bound():
+    now = [0.0]
+    throttle = accounts.Throttle(rate=1, burst=2, max_keys=100, clock=lambda: now[0])
+    for number in range(1000):
+        throttle.take(f"address-{number}")
+    assert len(throttle) == 100
+    now[0] += 3  # every bucket has refilled: as good as none
+    throttle.take("one-more")
+    assert len(throttle) == 1
+
+
+def test_a_throttled_key_waits_the_seconds_its_bucket_needs():
+    now = [0.0]
+    throttle = accounts.Throttle(rate=1 / 30, burst=2, clock=lambda: now[0])
+    assert (throttle.take("k"), throttle.take("k"), throttle.take("k")) == (0, 0, 30)
+    now[0] += 30
+    assert throttle.take("k") == 0
+
+
+def test_password_hashing_runs_on_its_own_threads_and_refuses_beyond_its_queue():
+    hasher = accounts.Hasher(workers=1, queue=1)
+    release = threading.Event()
+    threads_seen = []
+
+    def slow(marker):
+        threads_seen.append(threading.current_thread().name)
+        release.wait(5)
+        return marker
+
+    results = []
+    waiting = [threading.Thread(target=lambda n=n: results.append(hasher.run(slow, n))) for n in range(2)]
+    for thread in waiting:
+        thread.start()
+    while not threads_seen or hasher._slots._value:  # one hashing, one queued: every slot taken
+        threading.Event().wait(0.01)
+    with pytest.raises(accounts.HashingBusy):
+        hasher.run(slow, 3)
+    release.set()
+    for thread in waiting:
+        thread.join(5)
+    assert sorted(results) == [0, 1]
+    assert all(name.startswith("password-hash") for name in threads_seen)
+    assert hasher.run(len, "free again") == 10
+
+
+def test_a_sign_in_while_hashing_is_busy_is_a_429_with_retry_after(client, app, acme_user):
+    workspace_of(app).hasher = type("Busy", (), {"submit": staticmethod(lambda *a: (_ for _ in ()).throw(
+        accounts.HashingBusy(2)))})()
+    refused = sign_in(client, status=429)
+    assert refused.headers["Retry-After"] == "2" and "busy" in refused.text
+
+
+# --- API keys --------------------------------------------------------------------------------------
+
+def test_a_created_key_is_shown_once_after_a_redirect_and_works_against_the_api(client, acme_user):
+    sign_in(client)
+    shown = create_key(client)
+    plain = shown_key(shown)
+    assert 'class="copy"' in shown.text
     assert plain not in client.get("/workspace/keys").text
+    assert client.get("/workspace/keys/new", status=303).headers["Location"].endswith("/workspace/keys")
     key = ApiKey.get()
-    assert key.name == "ci" and key.environment == "test"
-    assert key.scope_set == {"emissions:calculate", "emissions:read"}
-    assert plain not in (key.key_hash, key.prefix)
+    assert key.name == "ci" and key.environment == "test" and key.scope_set == {"emissions:calculate",
+                                                                                "emissions:read"}
     response = client.post_json("/v1/emissions/logistics", logistics_body(),
                                 headers={"Authorization": f"Bearer {plain}", "Idempotency-Key": "ws-1"})
     assert response.status_int == 201
+    assert AuditEvent.get(AuditEvent.action == "key.created").target == key.id
+
+
+def test_reloading_the_new_key_page_creates_no_second_key(client, acme_user):
+    sign_in(client)
+    create_key(client)
+    client.get("/workspace/keys/new", status=303)
+    client.get("/workspace/keys/new", status=303)
+    assert ApiKey.select().count() == 1
 
 
 def test_a_live_key_is_created_separately_with_the_live_prefix(client, acme_user):
     sign_in(client)
-    created = create_key(client, environment="live")
-    assert re.search(r'<p class="key">service_live_[0-9A-Za-z]{40}</p>', created.text)
+    assert re.fullmatch(r"service_live_[0-9A-Za-z]{40}", shown_key(create_key(client, environment="live")))
+
+
+def test_a_form_that_fails_keeps_what_was_typed(client, acme_user):
+    sign_in(client)
+    page = create_key(client, name="billing", scopes=(), status=400)
+    assert "at least one scope" in page.text and 'value="billing"' in page.text
 
 
 def test_creating_a_key_without_scopes_or_with_an_unknown_scope_is_refused(client, acme_user):
@@ -93,237 +360,62 @@ def test_a_form_without_the_session_csrf_token_is_refused(client, acme_user):
     sign_in(client)
     client.post("/workspace/keys", {"csrf": "guess", "environment": "test", "scopes": "emissions:read"},
                 status=303)
+    client.post("/workspace/keys", {"csrf": "é", "environment": "test", "scopes": "emissions:read"}, status=303)
     assert ApiKey.select().count() == 0
 
 
-def test_revoking_a_key_stops_it_at_the_api(client, acme_user):
+def test_revoking_asks_for_confirmation_then_stops_the_key_at_the_api(client, acme_user):
     sign_in(client)
-    plain = re.search(r'<p class="key">([^<]+)</p>', create_key(client).text).group(1)
+    plain = shown_key(create_key(client))
     key = ApiKey.get()
-    page = client.get("/workspace/keys")
-    client.post(f"/workspace/keys/{key.id}/revoke", {"csrf": csrf_token(page)}, status=303)
+    confirm = client.get(f"/workspace/keys/{key.id}/revoke")
+    assert "Revoke ci?" in confirm.text and "cannot be undone" in confirm.text
+    assert ApiKey.get().revoked_at is None
+    client.post(f"/workspace/keys/{key.id}/revoke", {"csrf": csrf_token(confirm)}, status=303)
     response = client.get("/v1/calculations/00000000-0000-4000-8000-000000000000",
                           headers={"Authorization": f"Bearer {plain}"}, status=401)
     assert response.json["error"]["code"] == "API_KEY_REVOKED"
+    assert AuditEvent.get(AuditEvent.action == "key.revoked").actor == "user:ops@acme.example"
 
 
 def test_another_organizations_key_cannot_be_revoked(client, acme_user, secret):
-    from conftest import make_key
     other = make_org("globex")
     make_key(other, secret)
     other_key = ApiKey.get(ApiKey.organization == other)
     sign_in(client)
     page = client.get("/workspace/keys")
+    client.get(f"/workspace/keys/{other_key.id}/revoke", status=404)
     client.post(f"/workspace/keys/{other_key.id}/revoke", {"csrf": csrf_token(page)}, status=404)
     assert ApiKey.get_by_id(other_key.id).revoked_at is None
 
 
-def test_a_session_expires_after_eight_hours(acme_user, secret):
-    now = utcnow()
-    sessions = workspace.Sessions(secret, clock=lambda: now)
-    token = sessions.issue(workspace.User.get())
-    assert sessions.read(token)["org"] == acme_user.id
-    later = workspace.Sessions(secret, clock=lambda: now + dt.timedelta(hours=8, seconds=1))
-    assert later.read(token) is None
-
-
-def test_a_token_signed_with_another_key_or_algorithm_is_refused(acme_user, secret):
-    sessions = workspace.Sessions(secret)
-    claims = {"sub": "1", "org": acme_user.id, "csrf": "x", "exp": int(utcnow().timestamp()) + 60}
-    assert sessions.read(jwt.encode(claims, "another key of thirty-two bytes or more", algorithm="HS256")) is None
-    assert sessions.read(jwt.encode(claims, None, algorithm="none")) is None
-
-
-def test_workspace_pages_are_html_and_never_cached(client, acme_user):
-    page = client.get("/workspace/login")
-    assert page.headers["Content-Type"].startswith("text/html")
-    assert page.headers["Cache-Control"] == "no-store"
-    assert page.headers["X-Frame-Options"] == "DENY"
-    assert not [name for name in page.headers if name.lower().startswith("access-control")]
-
-
-def change_webhook(client, environment="test", action="set", url="http://127.0.0.1:9/hook", status=200):
-    page = client.get("/workspace/webhooks")
-    form = {"csrf": csrf_token(page), "environment": environment, "action": action, "url": url}
-    return client.post("/workspace/webhooks", form, status=status)
-
-
-def test_setting_a_test_webhook_shows_its_secret_once_and_signs_with_it(client, acme_user):
+def test_the_key_table_shows_created_last_used_and_expiry(client, acme_user):
     sign_in(client)
-    page = change_webhook(client)
-    secret = re.search(r'<p class="key">(whsec_[^<]+)</p>', page.text).group(1)
-    endpoint = webhooks.endpoint_for(acme_user.id, "test")
-    assert endpoint.url == "http://127.0.0.1:9/hook" and endpoint.secret == secret
-    assert secret not in client.get("/workspace/webhooks").text
-    rotated = change_webhook(client, action="rotate")
-    new_secret = re.search(r'<p class="key">(whsec_[^<]+)</p>', rotated.text).group(1)
-    assert new_secret != secret and webhooks.endpoint_for(acme_user.id, "test").secret == new_secret
-
-
-def test_a_live_webhook_must_be_https_and_public(client, acme_user):
-    sign_in(client)
-    page = change_webhook(client, environment="live", url="http://example.com/hook", status=400)
-    assert "Not changed" in page.text
-    change_webhook(client, environment="live", url="https://127.0.0.1/hook", status=400)
-    assert webhooks.endpoint_for(acme_user.id, "live") is None
-
-
-def test_removing_a_webhook_and_a_form_without_csrf(client, acme_user):
-    sign_in(client)
-    change_webhook(client)
-    client.post("/workspace/webhooks", {"csrf": "guess", "environment": "test", "action": "remove"}, status=303)
-    assert webhooks.endpoint_for(acme_user.id, "test") is not None
-    change_webhook(client, action="remove", status=303)
-    assert webhooks.endpoint_for(acme_user.id, "test") is None
-
-
-def test_a_csrf_field_with_non_ascii_text_is_refused_not_a_crash(client, acme_user):
-    sign_in(client)
-    client.post("/workspace/keys", {"csrf": "é", "environment": "test", "scopes": "emissions:read"}, status=303)
-    assert ApiKey.select().count() == 0
-
-
-def test_sign_in_attempts_are_throttled_per_email(client, acme_user):
-    for _ in range(workspace.SIGN_IN_BURST):
-        sign_in(client, password="wrong password!", status=401)
-    refused = sign_in(client, status=429)
-    assert "Too many sign-in attempts" in refused.text and int(refused.headers["Retry-After"]) >= 1
-
-
-def test_the_session_cookie_is_secure_when_served_over_https(client, acme_user):
-    response = client.post("/workspace/login", {"email": "ops@acme.example", "password": PASSWORD},
-                           extra_environ={"wsgi.url_scheme": "https"}, status=303)
-    assert "; Secure" in response.headers["Set-Cookie"]
-    assert "; Secure" not in sign_in(client).headers["Set-Cookie"]
-
-
-def add_customer(client, status=303, **fields):
-    page = client.get("/workspace/customers")
-    form = {"csrf": csrf_token(page), "environment": "test", "reference": "cust-2", "name": "Initech",
-            "country": "de", **fields}
-    return client.post("/workspace/customers", form, status=status)
-
-
-def test_a_customer_added_in_the_workspace_is_readable_through_the_api(client, acme_user, secret):
-    from conftest import make_key
-    sign_in(client)
-    add_customer(client)
-    assert "Initech" in client.get("/workspace/customers").text
-    key = make_key(acme_user, secret)
-    response = client.get("/v1/customers/cust-2", headers={"Authorization": f"Bearer {key}"})
-    assert response.json == {"reference": "cust-2", "name": "Initech", "status": "active",
-                             "country_code": "DE", "analytics": None}
-
-
-def test_a_bad_or_duplicate_customer_is_refused_with_the_reason(client, acme_user):
-    sign_in(client)
-    assert "reference must start with a letter or digit" in add_customer(client, reference="-x", status=400).text
-    assert "already exists" in add_customer(client, reference="cust-1", status=400).text
-    client.post("/workspace/customers", {"csrf": "guess", "environment": "test", "reference": "c-9", "name": "N"},
-                status=303)
-    assert [c.reference for c in workspace.Customer.select().order_by(workspace.Customer.id)] == ["cust-1"]
-
-
-# --- sessions that must end, and forms that must be refused -----------------------------------
-
-def test_a_session_ends_when_its_organization_is_suspended(client, acme_user):
-    sign_in(client)
-    csrf = csrf_token(client.get("/workspace/keys"))
-    Organization.update(status="suspended").where(Organization.id == acme_user.id).execute()
-    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
-    client.post("/workspace/keys", {"csrf": csrf, "environment": "test", "scopes": "emissions:read"}, status=303)
-    client.post("/workspace/customers", {"csrf": csrf, "environment": "test", "reference": "c-9", "name": "N"},
-                status=303)
-    client.post("/workspace/webhooks", {"csrf": csrf, "environment": "test", "action": "set",
-                                        "url": "http://127.0.0.1:9/hook"}, status=303)
-    assert (ApiKey.select().count(), workspace.Customer.select().count(), WebhookEndpoint.select().count()) == (
-        0, 1, 0)
-
-
-def test_a_session_ends_when_its_user_is_deleted(client, acme_user):
-    sign_in(client)
-    csrf = csrf_token(client.get("/workspace/keys"))
-    User.delete().execute()
-    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
-    client.post("/workspace/keys", {"csrf": csrf, "environment": "test", "scopes": "emissions:read"}, status=303)
-    assert ApiKey.select().count() == 0
-
-
-def session_claims(**changes) -> dict:
-    """The claims Sessions.issue writes for the acme user, with `changes` (None removes a claim)."""
-    user = User.get()
-    claims = {"sub": str(user.id), "org": user.organization_id, "csrf": "c" * 22,
-              "iat": int(utcnow().timestamp()), "exp": int(utcnow().timestamp()) + 3600, **changes}
-    return {name: value for name, value in claims.items() if value is not None}
-
-
-@pytest.mark.parametrize("changes", [
-    pytest.param({"exp": str(int(utcnow().timestamp()) + 3600)}, id="string-exp"),
-    pytest.param({"exp": utcnow().timestamp() + 3600.5}, id="float-exp"),
-    pytest.param({"org": None}, id="missing-org"),
-    pytest.param({"org": 999}, id="unknown-org"),
-    pytest.param({"org": "1"}, id="string-org"),
-    pytest.param({"org": True}, id="boolean-org"),
-    pytest.param({"org": 2 ** 70}, id="huge-org"),
-    pytest.param({"sub": "abc"}, id="non-numeric-sub"),
-    pytest.param({"sub": "999"}, id="unknown-sub"),
-    pytest.param({"sub": "9" * 30}, id="huge-sub"),
-    pytest.param({"csrf": 123}, id="number-csrf"),
-    pytest.param({"csrf": ["c" * 22]}, id="list-csrf"),
-    pytest.param({"csrf": ""}, id="empty-csrf"),
-    pytest.param({"csrf": None}, id="missing-csrf"),
-])
-def test_a_signed_session_with_malformed_claims_is_signed_out_not_a_crash(client, acme_user, secret, changes):
-    token = jwt.encode(session_claims(**changes), workspace.Sessions(secret).key, algorithm="HS256")
-    client.set_cookie(workspace.COOKIE, token)
-    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
-    assert client.get("/workspace", status=303).headers["Location"].endswith("/workspace/login")
-    csrf = changes.get("csrf", "c" * 22)
-    client.post("/workspace/keys", {"csrf": csrf if isinstance(csrf, str) else "", "environment": "test",
-                                    "scopes": "emissions:read"}, status=303)
-    assert ApiKey.select().count() == 0
-
-
-def test_a_signed_session_of_the_shape_issued_is_signed_in(client, acme_user, secret):
-    client.set_cookie(workspace.COOKIE, jwt.encode(session_claims(), workspace.Sessions(secret).key,
-                                                   algorithm="HS256"))
-    assert client.get("/workspace/keys").status_int == 200
-
-
-def test_a_session_naming_another_organization_than_its_users_is_signed_out(client, acme_user, secret):
-    other = make_org("globex")
-    client.set_cookie(workspace.COOKIE, jwt.encode(session_claims(org=other.id), workspace.Sessions(secret).key,
-                                                   algorithm="HS256"))
-    assert client.get("/workspace/keys", status=303).headers["Location"].endswith("/workspace/login")
+    tomorrow = utcnow().date() + dt.timedelta(days=1)
+    plain = shown_key(create_key(client, expires_on=tomorrow.isoformat()))
+    assert "Never" in client.get("/workspace/keys").text  # not used yet
+    client.get("/v1/calculations/00000000-0000-4000-8000-000000000000",
+               headers={"Authorization": f"Bearer {plain}"}, status=404)
+    page = client.get("/workspace/keys").text
+    assert ApiKey.get().last_used_at is not None
+    assert tomorrow.strftime("%d %b %Y") in page and utcnow().strftime("%d %b %Y") in page
 
 
 @pytest.mark.on_both
-@pytest.mark.parametrize("name, message", [
-    pytest.param("ci\x00", "the form field &#x27;name&#x27; must not contain NUL characters", id="nul"),
-    pytest.param("line\nbreak", "name must not contain line breaks or other control characters", id="line-break"),
-    pytest.param("bell\x07", "name must not contain line breaks or other control characters", id="bell"),
-    pytest.param("c1\x85", "name must not contain line breaks or other control characters", id="c1-control"),
-])
-def test_a_key_name_with_control_characters_is_refused(client, acme_user, name, message):
-    sign_in(client)
-    assert message in create_key(client, name=name, status=400).text
-    assert ApiKey.select().count() == 0
-
-
-@pytest.mark.on_both
-@pytest.mark.parametrize("action", ["rotate", "remove"])
-def test_a_webhook_environment_with_nul_is_refused_not_a_crash(client, acme_user, action):
-    sign_in(client)
-    page = client.get("/workspace/webhooks")
-    refused = client.post("/workspace/webhooks", {"csrf": csrf_token(page), "environment": "te\x00st",
-                                                  "action": action}, status=400)
-    assert "the form field &#x27;environment&#x27; must not contain NUL characters" in refused.text
-
-
-@pytest.mark.on_both
-def test_a_sign_in_with_nul_in_the_email_is_refused_not_a_crash(client, acme_user):
-    refused = sign_in(client, email="ops@acme.example\x00", status=400)
-    assert "the form field &#x27;email&#x27; must not contain NUL characters" in refused.text
+def test_a_keys_last_use_is_written_at_most_once_a_minute(database_url, acme_user, secret):
+    from emissions import auth
+    now = [1000.0]
+    store = auth.KeyStore(secret, 0, clock=lambda: now[0])
+    plain = make_key(acme_user, secret)
+    auth.authenticate(store, f"Bearer {plain}")
+    first = ApiKey.get().last_used_at
+    ApiKey.update(last_used_at=None).execute()
+    now[0] += 59
+    auth.authenticate(store, f"Bearer {plain}")
+    assert first is not None and ApiKey.get().last_used_at is None  # within the minute: not written
+    now[0] += 1
+    auth.authenticate(store, f"Bearer {plain}")
+    assert ApiKey.get().last_used_at is not None
 
 
 @pytest.mark.parametrize("expires_on", ["2026W011", "2026-W01-1", "20260101", "2020-01-01", "yesterday", "today"])
@@ -337,8 +429,292 @@ def test_a_key_expiry_must_be_a_future_yyyy_mm_dd_date(client, acme_user, expire
     assert ApiKey.select().count() == 0
 
 
-def test_a_key_expiring_tomorrow_is_created_with_that_expiry(client, acme_user):
-    tomorrow = utcnow().date() + dt.timedelta(days=1)
+@pytest.mark.on_both
+@pytest.mark.parametrize("name, message", [
+    pytest.param("ci\x00", "must not contain NUL characters", id="nul"),
+    pytest.param("line\nbreak", "name must not contain line breaks or other control characters", id="line-break"),
+    pytest.param("c1\x85", "name must not contain line breaks or other control characters", id="c1-control"),
+])
+def test_a_key_name_with_control_characters_is_refused(client, acme_user, name, message):
     sign_in(client)
-    create_key(client, expires_on=tomorrow.isoformat())
-    assert ApiKey.get().expires_at == dt.datetime.combine(tomorrow, dt.time(), tzinfo=dt.timezone.utc)
+    assert message in create_key(client, name=name, status=400).text
+    assert ApiKey.select().count() == 0
+
+
+@pytest.mark.on_both
+def test_a_sign_in_with_nul_in_the_email_is_refused_not_a_crash(client, acme_user):
+    assert "must not contain NUL characters" in sign_in(client, email="ops@acme.example\x00", status=400).text
+
+
+def test_workspace_pages_are_html_never_cached_and_framed_by_nobody(client, acme_user):
+    page = client.get("/workspace/login")
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert page.headers["Cache-Control"] == "no-store"
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    assert '<meta name="viewport"' in page.text
+    assert not [name for name in page.headers if name.lower().startswith("access-control")]
+
+
+def test_an_unknown_workspace_path_is_an_html_page_not_the_apis_json(client, acme_user):
+    page = client.get("/workspace/usage", status=404)
+    assert page.headers["Content-Type"].startswith("text/html") and "Page not found" in page.text
+    sign_in(client)
+    assert "Sign out" in client.get("/workspace/usage", status=404).text
+
+
+def test_the_stylesheet_and_script_are_served_from_the_package(client):
+    assert "--accent" in client.get("/workspace/static/workspace.css").text
+    assert "clipboard" in client.get("/workspace/static/workspace.js").text
+    client.get("/workspace/static/..%2Fapp.py", status=404)
+
+
+# --- the environment switch and the pages --------------------------------------------------------
+
+def test_the_environment_switch_changes_what_every_page_shows(client, acme_user, secret):
+    make_customer(acme_user, "live-cust", environment="live", name="Live Customer")
+    sign_in(client)
+    assert "Live Customer" not in client.get("/workspace/customers").text
+    page = client.get("/workspace/customers")
+    client.post("/workspace/environment", {"csrf": csrf_token(page), "environment": "live",
+                                           "next": "/workspace/customers"}, status=303)
+    live = client.get("/workspace/customers")
+    assert "Live Customer" in live.text and 'value="live" aria-pressed="true"' in live.text
+
+
+def test_a_customer_added_in_the_workspace_is_readable_through_the_api(client, acme_user, secret):
+    sign_in(client)
+    page = client.get("/workspace/customers")
+    client.post("/workspace/customers", {"csrf": csrf_token(page), "reference": "cust-2", "name": "Initech",
+                                         "country": "de"}, status=303)
+    key = make_key(acme_user, secret)
+    response = client.get("/v1/customers/cust-2", headers={"Authorization": f"Bearer {key}"})
+    assert response.json == {"reference": "cust-2", "name": "Initech", "status": "active",
+                             "country_code": "DE", "analytics": None}
+
+
+def test_the_customer_list_pages_by_reference(client, app, acme_user, monkeypatch):
+    from emissions.workspace import views
+    monkeypatch.setattr(views, "CUSTOMERS_PAGE", 2)
+    for reference in ("cust-2", "cust-3"):
+        make_customer(acme_user, reference)
+    sign_in(client)
+    first = client.get("/workspace/customers")
+    assert re.findall(r'href="/workspace/customers/([^"]+)"', first.text) == ["cust-1", "cust-2"]
+    second = first.click("Next")
+    assert re.findall(r'href="/workspace/customers/([^"]+)"', second.text) == ["cust-3"]
+    assert "Next" not in second.text
+
+
+def test_a_bad_customer_is_refused_with_the_reason_and_the_form_kept(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/customers")
+    refused = client.post("/workspace/customers", {"csrf": csrf_token(page), "reference": "-x",
+                                                   "name": "Keep me"}, status=400)
+    assert "reference must start with a letter or digit" in refused.text and 'value="Keep me"' in refused.text
+
+
+def test_a_customer_page_shows_the_apis_analytics_and_can_be_edited_and_suspended(client, acme_user, secret):
+    key = make_key(acme_user, secret)
+    for number in range(2):
+        client.post_json("/v1/emissions/logistics", logistics_body(external_reference=f"s-{number}"),
+                         headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"k-{number}"})
+    api = client.get("/v1/customers/cust-1/emissions", headers={"Authorization": f"Bearer {key}"}).json
+    sign_in(client)
+    page = client.get("/workspace/customers/cust-1")
+    assert f'data-field="calculation_count">{api["analytics"]["calculation_count"]}<' in page.text
+    assert f'data-field="emissions">{api["analytics"]["emissions"]["value"]}<' in page.text
+    client.post("/workspace/customers/cust-1/change", {"csrf": csrf_token(page), "action": "edit",
+                                                       "name": "Renamed Ltd", "country": "fr"}, status=303)
+    client.post("/workspace/customers/cust-1/change", {"csrf": csrf_token(page), "action": "suspend"},
+                status=303)
+    customer = Customer.get()
+    assert (customer.name, customer.country_code, customer.status) == ("Renamed Ltd", "FR", "suspended")
+    refused = client.post_json("/v1/emissions/logistics", logistics_body(external_reference="s-9"),
+                               headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "k-9"}, status=403)
+    assert refused.json["error"]["code"] == "CUSTOMER_ACCESS_DENIED"
+    assert [event.details for event in AuditEvent.select().where(AuditEvent.action == "customer.updated")
+            .order_by(AuditEvent.id)] == ['{"country_code": "FR", "name": "Renamed Ltd"}', '{"status": "suspended"}']
+
+
+def test_an_unknown_or_other_environments_customer_is_a_404_page(client, acme_user):
+    make_customer(acme_user, "live-only", environment="live")
+    sign_in(client)
+    client.get("/workspace/customers/live-only", status=404)
+    client.get("/workspace/customers/no%0Asuch", status=404)
+
+
+def post_calculations(client, key, count, **overrides):
+    ids = []
+    for number in range(count):
+        body = logistics_body(external_reference=f"ship-{number}", **overrides)
+        ids.append(client.post_json("/v1/emissions/logistics", body,
+                                    headers={"Authorization": f"Bearer {key}",
+                                             "Idempotency-Key": f"idem-{overrides}-{number}"}).json["id"])
+    return ids
+
+
+@pytest.mark.on_both
+def test_the_calculation_list_pages_newest_first_and_filters(client, acme_user, secret, monkeypatch):
+    from emissions.workspace import insights
+    monkeypatch.setattr(insights, "PAGE_SIZE", 3)
+    make_customer(acme_user, "cust-2")
+    make_factor("sea-default", mode="SEA", value="0.016")
+    key = make_key(acme_user, secret)
+    road = post_calculations(client, key, 4)
+    sea = post_calculations(client, key, 1, mode="SEA", factor_reference="sea-default", customer_reference="cust-2")
+    sign_in(client)
+    first = client.get("/workspace/calculations")
+    listed = re.findall(r'href="/workspace/calculations/([0-9a-f-]{36})"', first.text)
+    # Newest first; calculations of the same millisecond by id, the order the keyset pages in.
+    newest_first = [row.id for row in Calculation.select().order_by(Calculation.created_at.desc(),
+                                                                      Calculation.id.desc())]
+    assert sorted(newest_first) == sorted(road + sea) and newest_first[0] in (sea[0], road[-1])
+    assert listed == newest_first[:3]
+    older = first.click("Older")
+    assert re.findall(r'href="/workspace/calculations/([0-9a-f-]{36})"', older.text) == newest_first[3:]
+    filtered = client.get("/workspace/calculations", {"mode": "SEA"})
+    assert re.findall(r'href="/workspace/calculations/([0-9a-f-]{36})"', filtered.text) == sea
+    by_customer = client.get("/workspace/calculations", {"customer": "cust-2"})
+    assert re.findall(r'href="/workspace/calculations/([0-9a-f-]{36})"', by_customer.text) == sea
+    today = utcnow().date()
+    none = client.get("/workspace/calculations", {"from": (today + dt.timedelta(days=1)).isoformat()})
+    assert "No calculations match." in none.text
+    assert "YYYY-MM-DD" in client.get("/workspace/calculations", {"from": "yesterday"}, status=400).text
+
+
+@pytest.mark.on_both
+def test_the_csv_download_holds_every_filtered_calculation(client, acme_user, secret, monkeypatch):
+    from emissions.workspace import insights
+    monkeypatch.setattr(insights, "CSV_BATCH", 2)  # several batches, as a large download has
+    key = make_key(acme_user, secret)
+    ids = post_calculations(client, key, 5)
+    sign_in(client)
+    download = client.get("/workspace/calculations.csv", {"mode": "ROAD"})
+    assert download.headers["Content-Type"].startswith("text/csv")
+    assert "attachment" in download.headers["Content-Disposition"]
+    lines = download.text.strip().split("\n")
+    assert lines[0] == ",".join(insights.CSV_COLUMNS)
+    # Newest first; calculations of the same millisecond by id, as the keyset reads them.
+    newest_first = [row.id for row in Calculation.select().order_by(Calculation.created_at.desc(),
+                                                                      Calculation.id.desc())]
+    assert sorted(newest_first) == sorted(ids)
+    assert [line.split(",")[0] for line in lines[1:]] == newest_first
+    assert lines[1].split(",")[11] == "500.88" and lines[1].split(",")[12] == "road-default"
+
+
+def test_a_calculation_page_shows_the_stored_body_the_lineage_and_its_event(client, acme_user, secret):
+    webhooks.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook")
+    key = make_key(acme_user, secret)
+    calculation_id = post_calculations(client, key, 1)[0]
+    sign_in(client)
+    page = client.get(f"/workspace/calculations/{calculation_id}")
+    assert "Road average" in page.text and "Test source" in page.text  # the lineage
+    assert "&quot;emissions&quot;" in page.text and "500.88" in page.text  # the stored body
+    assert "calculation.succeeded" in page.text and "pending" in page.text
+    client.get("/workspace/calculations/00000000-0000-4000-8000-000000000000", status=404)
+
+
+def test_the_overview_counts_this_months_calculations_and_draws_them_today(client, acme_user, secret):
+    key = make_key(acme_user, secret)
+    post_calculations(client, key, 3)
+    sign_in(client)
+    page = client.get("/workspace")
+    assert 'data-usage="test">3<' in page.text
+    assert "1,502.64" in page.text  # 3 x 500.88 kgCO2e
+    assert f'data-date="{utcnow().date().isoformat()}" data-count="3"' in page.text
+    assert page.text.count('class="bar"') == 1
+
+
+# --- webhooks ------------------------------------------------------------------------------------
+
+def change_webhook(client, action="set", url="http://127.0.0.1:9/hook", status=303):
+    page = client.get("/workspace/webhooks")
+    return client.post("/workspace/webhooks", {"csrf": csrf_token(page), "action": action, "url": url},
+                       status=status)
+
+
+def test_setting_a_webhook_shows_its_secret_once_after_a_redirect(client, acme_user):
+    sign_in(client)
+    page = change_webhook(client).follow()
+    secret = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', page.text).group(1)
+    endpoint = webhooks.endpoint_for(acme_user.id, "test")
+    assert endpoint.url == "http://127.0.0.1:9/hook" and endpoint.secret == secret
+    assert secret not in client.get("/workspace/webhooks").text
+    rotated = change_webhook(client, action="rotate").follow()
+    assert re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', rotated.text).group(1) != secret
+    assert [event.action for event in AuditEvent.select().order_by(AuditEvent.id)] == ["endpoint.set",
+                                                                                      "endpoint.rotated"]
+
+
+def test_a_live_webhook_must_be_https_and_public(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace")
+    client.post("/workspace/environment", {"csrf": csrf_token(page), "environment": "live"}, status=303)
+    refused = change_webhook(client, url="http://example.com/hook", status=400)
+    assert "Not changed" in refused.text and 'value="http://example.com/hook"' in refused.text
+    change_webhook(client, url="https://127.0.0.1/hook", status=400)
+    assert webhooks.endpoint_for(acme_user.id, "live") is None
+
+
+def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(client, acme_user):
+    sign_in(client)
+    change_webhook(client)
+    change_webhook(client, action="test")
+    event = webhooks.WebhookEvent.get()
+    assert event.type == "calculation.succeeded" and event.environment == "test"
+    assert event.delivery_status == "pending" and '"test_event":true' in event.payload
+    with pytest.raises(webhooks.WebhookError):
+        webhooks.send_test_event(acme_user.id, "live")
+
+
+def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, acme_user):
+    sign_in(client)
+    change_webhook(client)
+    change_webhook(client, action="test")
+    event = webhooks.WebhookEvent.get()
+    later = utcnow() + dt.timedelta(hours=1)
+    webhooks.WebhookEvent.update(next_attempt_at=later).execute()
+    page = client.get("/workspace/webhooks")
+    assert "Retry now" in page.text
+    client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
+    assert webhooks.WebhookEvent.get().next_attempt_at < later
+    webhooks.WebhookEvent.update(delivery_status="failed", next_attempt_at=None, attempt_count=8).execute()
+    client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
+    assert (webhooks.WebhookEvent.get().delivery_status, webhooks.WebhookEvent.get().attempt_count) == ("pending", 0)
+
+
+def test_another_organizations_event_cannot_be_redelivered(client, acme_user):
+    other = make_org("globex")
+    webhooks.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook")
+    event = webhooks.send_test_event(other.id, "test")
+    webhooks.WebhookEvent.update(delivery_status="failed").execute()
+    sign_in(client)
+    page = client.get("/workspace/webhooks")
+    client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=404)
+    assert webhooks.WebhookEvent.get().delivery_status == "failed"
+
+
+# --- team and audit ------------------------------------------------------------------------------
+
+def test_a_teammate_is_added_can_sign_in_and_one_cannot_remove_oneself(client, app, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/team")
+    client.post("/workspace/team", {"csrf": csrf_token(page), "email": "Grace@Acme.example",
+                                    "password": "another long password"}, status=303)
+    sign_in(type(client)(app), email="grace@acme.example", password="another long password")
+    me = User.get(User.email == "ops@acme.example")
+    refused = client.post(f"/workspace/team/{me.id}/remove", {"csrf": csrf_token(page)}, status=400)
+    assert "You cannot remove yourself" in refused.text
+    short = client.post("/workspace/team", {"csrf": csrf_token(page), "email": "x@acme.example",
+                                            "password": "short"}, status=400)
+    assert "at least 12 characters" in short.text and 'value="x@acme.example"' in short.text
+
+
+def test_the_audit_page_lists_the_workspaces_own_actions_newest_first(client, acme_user):
+    sign_in(client)
+    create_key(client)
+    change_webhook(client)
+    page = client.get("/workspace/audit").text
+    assert page.index("endpoint.set") < page.index("key.created")
+    assert "user:ops@acme.example" in page
