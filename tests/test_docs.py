@@ -165,7 +165,7 @@ def test_the_install_command_starts_a_sandbox_on_which_the_tour_works_as_written
 
     run(sign_up, sandbox)
     email = re.search(r"--email (\S+)", sign_up).group(1)
-    password = re.search(r"--password '([^']*)'", sign_up).group(1)
+    password = re.search(r"printf '%s\\n' '([^']*)'", sign_up).group(1)
     browser = requests.Session()
     base = sandbox["env"]["BASE"]
     form = browser.get(f"{base}/workspace/login", timeout=30)
