@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import socket
 import threading
@@ -13,6 +14,7 @@ from waitress import wasyncore
 from webtest import TestApp
 
 from emissions import auth
+from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
@@ -255,3 +257,43 @@ def raw_exchange(server, request: bytes) -> tuple[int, dict, bytes]:
 def live_server(app):
     with LiveServer(app) as server:
         yield server
+
+
+# --- the operator CLI, in-process ---------------------------------------------------------------
+
+@pytest.fixture
+def emissions(config, monkeypatch, capsys):
+    """Run `emissions ARGS` in-process on the test database: (exit status, stdout, stderr)."""
+    monkeypatch.setenv("DATABASE_URL", config.database_url)
+
+    def run(*argv):
+        status = cli.main([str(argument) for argument in argv])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+@pytest.fixture
+def ok(emissions):
+    """Run a command with --json that must succeed; return its one JSON object."""
+    def run(*argv):
+        status, out, err = emissions(*argv, "--json")
+        assert (status, err) == (0, ""), err
+        assert out.endswith("\n") and out.count("\n") == 1, out  # one object, one line
+        return json.loads(out)
+    return run
+
+
+@pytest.fixture
+def fails(emissions):
+    """Run a command that must fail: non-zero status, one line on stderr, nothing on stdout; return the line."""
+    def run(*argv, status=1):
+        code, out, err = emissions(*argv)
+        assert code == status, (code, out, err)
+        assert out == ""
+        assert err.endswith("\n") and err.count("\n") == 1, err
+        assert err.startswith("emissions")
+        assert "Traceback" not in err
+        return err
+    return run

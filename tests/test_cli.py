@@ -31,44 +31,6 @@ FACTOR_FIELDS = {"reference", "version", "status", "mode", "value", "ttw", "wtt"
                  "publication", "unit", "name", "source", "region", "valid_from", "valid_to", "organization"}
 
 
-@pytest.fixture
-def emissions(config, monkeypatch, capsys):
-    """Run `emissions ARGS` in-process on the test database: (exit status, stdout, stderr)."""
-    monkeypatch.setenv("DATABASE_URL", config.database_url)
-
-    def run(*argv):
-        status = cli.main([str(argument) for argument in argv])
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run
-
-
-@pytest.fixture
-def ok(emissions):
-    """Run a command with --json that must succeed; return its one JSON object."""
-    def run(*argv):
-        status, out, err = emissions(*argv, "--json")
-        assert (status, err) == (0, ""), err
-        assert out.endswith("\n") and out.count("\n") == 1, out  # one object, one line
-        return json.loads(out)
-    return run
-
-
-@pytest.fixture
-def fails(emissions):
-    """Run a command that must fail: non-zero status, one line on stderr, nothing on stdout; return the line."""
-    def run(*argv, status=1):
-        code, out, err = emissions(*argv)
-        assert code == status, (code, out, err)
-        assert out == ""
-        assert err.endswith("\n") and err.count("\n") == 1, err
-        assert err.startswith("emissions")
-        assert "Traceback" not in err
-        return err
-    return run
-
-
 def calculate(client, key: str, idempotency_key: str = "idem-1", **overrides):
     return client.post_json("/v1/emissions/logistics", logistics_body(**overrides),
                             headers=auth_headers(key, idempotency_key), status="*")

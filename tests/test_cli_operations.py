@@ -19,28 +19,6 @@ from conftest import LiveServer, logistics_body, post_calculation
 from webhook_receiver import Receiver
 
 
-@pytest.fixture
-def emissions(config, monkeypatch, capsys):
-    """Run `emissions ARGS` in-process on the test database: (exit status, stdout, stderr)."""
-    monkeypatch.setenv("DATABASE_URL", config.database_url)
-
-    def run(*argv):
-        status = cli.main([str(argument) for argument in argv])
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run
-
-
-@pytest.fixture
-def ok(emissions):
-    def run(*argv):
-        status, out, err = emissions(*argv, "--json")
-        assert (status, err) == (0, ""), err
-        return json.loads(out)
-    return run
-
-
 def text(emissions, *argv) -> str:
     status, out, err = emissions(*argv)
     assert (status, err) == (0, ""), err

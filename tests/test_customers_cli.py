@@ -16,16 +16,9 @@ from emissions.models import Customer, CustomerRollup
 
 
 @pytest.fixture
-def run(config, monkeypatch, capsys):
-    """Run `emissions ...` in-process against the test database: (exit status, stdout, stderr)."""
-    monkeypatch.setenv("DATABASE_URL", config.database_url)
-
-    def run_cli(*argv):
-        status = cli.main([str(arg) for arg in argv])
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run_cli
+def run(emissions):
+    """`emissions ARGS` in-process (conftest): (exit status, stdout, stderr)."""
+    return emissions
 
 
 def one_line(err: str) -> str:

@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 
 from emissions import audit
-from emissions import cli
 from emissions import factors
 from emissions import models
 from conftest import make_factor, make_org, post_calculation
@@ -18,16 +17,9 @@ HEADER = "reference,mode,name,source,region,valid_from,valid_to,ttw,wtt"
 
 
 @pytest.fixture
-def run(config, monkeypatch, capsys):
-    """Run `emissions ...` in-process against the test database: (exit status, stdout, stderr)."""
-    monkeypatch.setenv("DATABASE_URL", config.database_url)
-
-    def run_cli(*argv):
-        status = cli.main([str(argument) for argument in argv])
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run_cli
+def run(emissions):
+    """`emissions ARGS` in-process (conftest): (exit status, stdout, stderr)."""
+    return emissions
 
 
 def ok(run, *argv) -> dict:

@@ -39,16 +39,9 @@ def mapped(rows: list[dict]) -> list[dict]:
 
 
 @pytest.fixture
-def run(config, monkeypatch, capsys):
-    """Run `emissions ...` in-process against the test database: (exit status, stdout, stderr)."""
-    monkeypatch.setenv("DATABASE_URL", config.database_url)
-
-    def run_cli(*argv):
-        status = cli.main([str(argument) for argument in argv])
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run_cli
+def run(emissions):
+    """`emissions ARGS` in-process (conftest): (exit status, stdout, stderr)."""
+    return emissions
 
 
 def ok(run, *argv) -> dict:
