@@ -27,6 +27,7 @@ from . import models
 from . import webhooks
 from . import workspace
 from .config import Config, ConfigError
+from .csvimport import ImportRejected
 from .models import Customer, Organization, SCOPES
 
 
@@ -273,22 +274,27 @@ def cmd_customer_list(args, config):
         for c in rows) or "no customers")
 
 
-def cmd_customer_import(args, config):
-    org = organization(args.org)
+def import_file(args, racing: str, load):
+    """Run an all-or-nothing CSV import of args.file; a bad file is one CommandError, each bad row a line."""
     try:
         with open(args.file, newline="", encoding="utf-8-sig") as stream:
-            imported = customers.import_customers(org, args.env, stream)
+            return load(stream)
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise CommandError(f"{args.file} is not UTF-8 text; nothing imported") from None
     except pw.IntegrityError:
-        raise CommandError(f"{args.file}: a customer with one of its references was created meanwhile; "
-                           "nothing imported") from None
-    except customers.ImportRejected as rejected:
+        raise CommandError(f"{args.file}: {racing} was created meanwhile; nothing imported") from None
+    except ImportRejected as rejected:
         emit(args, {"imported": 0, "errors": [problem.to_dict() for problem in rejected.problems]},
              "\n".join(f"line {p.line}: {p.field} {p.reason}" for p in rejected.problems))
         raise CommandError(f"{args.file}: {rejected}") from None
+
+
+def cmd_customer_import(args, config):
+    org = organization(args.org)
+    imported = import_file(args, "a customer with one of its references",
+                           lambda stream: customers.import_customers(org, args.env, stream))
     emit(args, {"imported": imported, "organization": org.slug, "environment": args.env},
          f"imported {imported} customers into {org.slug} ({args.env})")
 
@@ -493,20 +499,8 @@ def cmd_factor_load_library(args, config):
 
 def cmd_factor_import(args, config):
     org = organization(args.org) if args.org else None
-    try:
-        with open(args.file, newline="", encoding="utf-8-sig") as stream:
-            outcome = factors.import_factors(stream, org, draft=args.draft, name=args.file)
-    except OSError as exc:
-        raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise CommandError(f"{args.file} is not UTF-8 text; nothing imported") from None
-    except pw.IntegrityError:
-        raise CommandError(f"{args.file}: a version of one of its references was created meanwhile; "
-                           "nothing imported") from None
-    except factors.ImportRejected as rejected:
-        emit(args, {"imported": 0, "errors": [problem.to_dict() for problem in rejected.problems]},
-             "\n".join(f"line {p.line}: {p.field} {p.reason}" for p in rejected.problems))
-        raise CommandError(f"{args.file}: {rejected}") from None
+    outcome = import_file(args, "a version of one of its references",
+                          lambda stream: factors.import_factors(stream, org, draft=args.draft, name=args.file))
     owner = org.slug if org else "the global library"
     emit(args, {**outcome.to_dict(), "organization": org.slug if org else None, "draft": args.draft},
          f"imported {outcome.to_dict()['imported']} factor versions into {owner}"

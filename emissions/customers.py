@@ -5,7 +5,6 @@ rollups from the stored calculations.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import peewee as pw
 from . import jsoncodec
 from . import schemas
 from . import store
+from .csvimport import ImportRejected, RowProblem, read_records
 from .models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres
 
 STATUSES = ("active", "suspended", "archived")
@@ -125,26 +125,6 @@ IMPORT_COLUMNS = ("reference", "name", "country", "status")
 REQUIRED_COLUMNS = ("reference", "name")
 
 
-@dataclass(frozen=True)
-class RowProblem:
-    """Why one line of an import file cannot be imported."""
-
-    line: int
-    field: str
-    reason: str
-
-    def to_dict(self) -> dict:
-        return {"line": self.line, "field": self.field, "reason": self.reason}
-
-
-class ImportRejected(Exception):
-    """The file has bad rows; nothing was imported."""
-
-    def __init__(self, found: list[RowProblem]):
-        super().__init__(f"{len({p.line for p in found})} bad row(s); nothing imported")
-        self.problems = found
-
-
 @dataclass
 class ImportRow:
     line: int
@@ -156,49 +136,14 @@ class ImportRow:
 
 def read_import(stream: TextIO) -> tuple[list[ImportRow], list[RowProblem]]:
     """Parse a customer CSV (header reference,name[,country][,status]); cells are trimmed."""
-    reader = csv.reader(stream, strict=True)
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        return [], [RowProblem(1, "header", f"is not valid CSV: {exc}")]
-    if header is None:
-        return [], [RowProblem(1, "header", "is missing; expected " + ",".join(IMPORT_COLUMNS))]
-    columns = [cell.strip().lower() for cell in header]
-    unknown = [column for column in columns if column not in IMPORT_COLUMNS]
-    missing = [column for column in REQUIRED_COLUMNS if column not in columns]
-    if unknown or missing or len(set(columns)) != len(columns):
-        reason = (f"has unknown column {unknown[0]!r}" if unknown else
-                  f"lacks the column {missing[0]!r}" if missing else "repeats a column")
-        return [], [RowProblem(1, "header", reason + "; expected " + ",".join(IMPORT_COLUMNS))]
-
+    records, found = read_records(stream, IMPORT_COLUMNS, REQUIRED_COLUMNS,
+                                  "; expected " + ",".join(IMPORT_COLUMNS))
     rows: list[ImportRow] = []
-    found: list[RowProblem] = []
-    first_line_of: dict[str, int] = {}
-    last_line = reader.line_num
-    while True:
-        start = last_line + 1  # a quoted cell may span lines: report where the record starts
-        try:
-            record = next(reader, None)
-        except csv.Error as exc:
-            found.append(RowProblem(start, "row", f"is not valid CSV: {exc}"))
-            break
-        last_line = reader.line_num
-        if record is None:
-            break
-        if not any(cell.strip() for cell in record):
-            continue  # blank line
-        if len(record) != len(columns):
-            found.append(RowProblem(start, "row", f"has {len(record)} fields; the header has {len(columns)}"))
-            continue
-        cells = {column: cell.strip() for column, cell in zip(columns, record)}
-        row = ImportRow(start, cells["reference"], cells["name"],
+    for line, cells in records:
+        row = ImportRow(line, cells["reference"], cells["name"],
                         cells.get("country") or None, cells.get("status") or "active")
         row_problems = problems(row.reference, row.name, row.country, row.status)
-        found.extend(RowProblem(start, name, reason) for name, reason in row_problems)
-        if row.reference in first_line_of:
-            found.append(RowProblem(start, "reference", f"duplicates line {first_line_of[row.reference]}"))
-        elif row.reference:
-            first_line_of[row.reference] = start
+        found.extend(RowProblem(line, name, reason) for name, reason in row_problems)
         if not row_problems:
             rows.append(row)
     return rows, found

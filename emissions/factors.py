@@ -18,6 +18,7 @@ from typing import TextIO
 import peewee as pw
 
 from . import audit
+from .csvimport import ImportRejected, RowProblem, read_records
 from .models import EXACT_SUM, MODES, Factor, Organization, db
 
 LIBRARY_PATH = Path(__file__).with_name("data") / "desnz-2025-freight.json"
@@ -328,26 +329,6 @@ REQUIRED_CSV_COLUMNS = ("reference", "mode", "name", "source")
 BOOLEANS = {"true": True, "yes": True, "false": False, "no": False}
 
 
-@dataclass(frozen=True)
-class RowProblem:
-    """Why one line of an import file cannot be imported."""
-
-    line: int
-    field: str
-    reason: str
-
-    def to_dict(self) -> dict:
-        return {"line": self.line, "field": self.field, "reason": self.reason}
-
-
-class ImportRejected(Exception):
-    """The file has bad rows; nothing was imported."""
-
-    def __init__(self, found: list[RowProblem]):
-        super().__init__(f"{len({p.line for p in found})} bad row(s); nothing imported")
-        self.problems = found
-
-
 def _cells_to_spec(cells: dict) -> tuple[Spec | None, list[tuple[str, str]]]:
     found: list[tuple[str, str]] = []
     dates = {}
@@ -378,53 +359,16 @@ def _cells_to_spec(cells: dict) -> tuple[Spec | None, list[tuple[str, str]]]:
 
 def read_import(stream: TextIO) -> tuple[list[tuple[int, Spec]], list[RowProblem]]:
     """Parse a factor CSV (docs/factors.md): (line, Spec) for the good rows and the problems of the bad."""
-    reader = csv.reader(stream, strict=True)
-    expected = "; columns: " + ",".join(CSV_COLUMNS)
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        return [], [RowProblem(1, "header", f"is not valid CSV: {exc}")]
-    if header is None:
-        return [], [RowProblem(1, "header", "is missing" + expected)]
-    columns = [cell.strip().lower() for cell in header]
-    unknown = [column for column in columns if column not in CSV_COLUMNS]
-    missing = [column for column in REQUIRED_CSV_COLUMNS if column not in columns]
-    if not unknown and not missing and "value" not in columns and not {"ttw", "wtt"} <= set(columns):
-        missing = ["value (or ttw and wtt)"]
-    if unknown or missing or len(set(columns)) != len(columns):
-        reason = (f"has unknown column {unknown[0]!r}" if unknown else
-                  f"lacks the column {missing[0]!r}" if missing else "repeats a column")
-        return [], [RowProblem(1, "header", reason + expected)]
-
+    records, found = read_records(
+        stream, CSV_COLUMNS, REQUIRED_CSV_COLUMNS, "; columns: " + ",".join(CSV_COLUMNS),
+        lacking=lambda columns: None if "value" in columns or {"ttw", "wtt"} <= set(columns)
+        else "value (or ttw and wtt)")
     rows: list[tuple[int, Spec]] = []
-    found: list[RowProblem] = []
-    first_line_of: dict[str, int] = {}
-    last_line = reader.line_num
-    while True:
-        start = last_line + 1  # a quoted cell may span lines: report where the record starts
-        try:
-            record = next(reader, None)
-        except csv.Error as exc:
-            found.append(RowProblem(start, "row", f"is not valid CSV: {exc}"))
-            break
-        last_line = reader.line_num
-        if record is None:
-            break
-        if not any(cell.strip() for cell in record):
-            continue  # blank line
-        if len(record) != len(columns):
-            found.append(RowProblem(start, "row", f"has {len(record)} fields; the header has {len(columns)}"))
-            continue
-        cells = {column: cell.strip() for column, cell in zip(columns, record)}
+    for line, cells in records:
         spec, row_problems = _cells_to_spec(cells)
-        found.extend(RowProblem(start, name, reason) for name, reason in row_problems)
-        reference = cells["reference"]
-        if reference in first_line_of:
-            found.append(RowProblem(start, "reference", f"duplicates line {first_line_of[reference]}"))
-        elif reference:
-            first_line_of[reference] = start
+        found.extend(RowProblem(line, name, reason) for name, reason in row_problems)
         if spec is not None:
-            rows.append((start, spec))
+            rows.append((line, spec))
     return rows, found
 
 
