@@ -88,6 +88,10 @@ def configure(queued: bool = False, stream=None) -> PollingListener | None:
     """Every record of this process as a JSON line on stderr: the service's own from INFO, others'
     (Waitress, APScheduler) from WARNING. With `queued`, written by a QueueListener, returned started:
     stop() it to write what is still queued."""
+    # No line carries the caller's file, thread or process: the logging HOWTO's "Optimization"
+    # switches spare every record (two a request under load) a frame walk and a getpid() call.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     writer = logging.StreamHandler(stream or sys.stderr)
     listener = None
     if queued:
