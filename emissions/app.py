@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import re
 import time
 import traceback
@@ -56,7 +55,7 @@ class Service(bottle.Bottle):
         path = environ.get("PATH_INFO", "")
         if not path.isascii() or CONTROL_CHARACTERS.search(path):
             environ["PATH_INFO"] = routable_path(path)
-        request_id = new_request_id()
+        request_id = str(uuid.uuid4())
         environ["emissions.request_id"] = request_id
         every_answer = (("X-Request-Id", request_id), *SECURITY_HEADERS)
         status_holder = []
@@ -76,16 +75,6 @@ class Service(bottle.Bottle):
             "status": int(status_holder[0][:3]) if status_holder else None,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3), "key_id": environ.get("emissions.key_id")}})
         return result
-
-
-def new_request_id() -> str:
-    """A version 4 UUID from the `random` module: a request id is a label for support, not a secret.
-
-    uuid4() reads os.urandom(), which lets go of the interpreter lock; on a small machine the
-    server's own thread takes it at that moment, a hand-over on every request (docs/performance.md).
-    `random` reseeds itself in a forked worker.
-    """
-    return str(uuid.UUID(int=random.getrandbits(128), version=4))
 
 
 def routable_path(path: str) -> str:
