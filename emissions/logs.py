@@ -2,7 +2,7 @@
 
 A record's structured fields travel in `extra={"fields": {...}}` and become members of its line;
 a record without them carries its text as "message". A serving process hands its records to a
-QueueHandler, and a QueueListener thread writes them, so a request never waits on stderr.
+QueueHandler, and a QueueListener thread formats and writes them, so a request never waits on stderr.
 """
 from __future__ import annotations
 
