@@ -93,12 +93,20 @@ def _write(value, out, sort_keys: bool) -> None:
         out(repr(value))
     elif isinstance(value, dict):
         out("{")
-        for index, key in enumerate(sorted(value) if sort_keys else value):
-            if index:
-                out(",")
+        separator = ""
+        for key in sorted(value) if sort_keys else value:
+            out(separator)
             out(_encode_string(str(key)))
             out(":")
-            _write(value[key], out, sort_keys)
+            item = value[key]
+            kind = type(item)  # the common members written here, without a call of their own
+            if kind is str:
+                out(_encode_string(item))
+            elif kind is Decimal:
+                out(decimal_text(item))
+            else:
+                _write(item, out, sort_keys)
+            separator = ","
         out("}")
     elif isinstance(value, (list, tuple)):
         out("[")

@@ -2,7 +2,7 @@
 
 A record's structured fields travel in `extra={"fields": {...}}` and become members of its line;
 a record without them carries its text as "message". A serving process hands its records to a
-QueueHandler, and a QueueListener thread writes them, so a request never waits on stderr.
+QueueHandler, and a QueueListener thread formats and writes them, so a request never waits on stderr.
 """
 from __future__ import annotations
 
@@ -84,20 +84,32 @@ class PollingListener(logging.handlers.QueueListener):
                 time.sleep(self.interval)
 
 
+class RecordQueue(logging.handlers.QueueHandler):
+    """A QueueHandler handing each record over as it is: the listener's thread formats it, once
+    every tenth of a second for all that gathered, rather than the request's thread, with a copy
+    (prepare() is the method the logging documentation names for this)."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
 def configure(queued: bool = False, stream=None) -> PollingListener | None:
     """Every record of this process as a JSON line on stderr: the service's own from INFO, others'
     (Waitress, APScheduler) from WARNING. With `queued`, written by a QueueListener, returned started:
     stop() it to write what is still queued."""
+    # No line carries the caller's file, thread or process: the logging HOWTO's "Optimization"
+    # switches spare every record (two a request under load) a frame walk and a getpid() call.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     writer = logging.StreamHandler(stream or sys.stderr)
     listener = None
+    writer.setFormatter(JsonFormatter())
     if queued:
-        writer.setFormatter(logging.Formatter("%(message)s"))
         lines: queue.SimpleQueue = queue.SimpleQueue()
         listener = PollingListener(lines, writer)
-        handler: logging.Handler = logging.handlers.QueueHandler(lines)  # formats in the caller's thread
+        handler: logging.Handler = RecordQueue(lines)
     else:
         handler = writer
-    handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(logging.WARNING)
