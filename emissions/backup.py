@@ -31,6 +31,8 @@ def backup(path: str) -> dict:
     partial = target.with_name(target.name + ".partial")
     source = sqlite3.connect(db.database, timeout=30)
     try:
+        # The copy holds the instance secret, webhook secrets and password hashes: owner-only.
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         copy = sqlite3.connect(partial)
         try:
             source.backup(copy)  # pages=-1: everything in one step, one snapshot

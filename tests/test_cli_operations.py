@@ -167,6 +167,7 @@ def test_backup_prints_path_bytes_and_calculations_and_refuses_to_overwrite(clie
     post_calculation(client, acme, status=201)
     target = tmp_path / "nightly.sqlite3"
     assert ok("backup", target) == {"path": str(target), "bytes": target.stat().st_size, "calculations": 1}
+    assert target.stat().st_mode & 0o777 == 0o600  # it holds the instance's secrets: its owner's alone
     status, out, err = emissions("backup", target)
     assert (status, out) == (1, "") and err == f"emissions: {target} already exists; give a new file name\n"
 

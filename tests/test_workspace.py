@@ -537,6 +537,46 @@ def test_a_customer_page_shows_the_apis_analytics_and_can_be_edited_and_suspende
             .order_by(AuditEvent.id)] == ['{"country_code": "FR", "name": "Renamed Ltd"}', '{"status": "suspended"}']
 
 
+def test_a_reference_with_dot_segments_links_and_posts_to_its_own_customer(client, acme_user):
+    make_customer(acme_user, "b", name="Bee Ltd")
+    make_customer(acme_user, "a/../b", name="Dotted Ltd")
+    sign_in(client)
+    listing = client.get("/workspace/customers")
+    assert 'href="/workspace/customers/a%2F..%2Fb"' in listing.text  # no `..` segment for a browser to step up
+    page = client.get("/workspace/customers/a%2F..%2Fb")
+    assert 'action="/workspace/customers/a%2F..%2Fb/change"' in page.text
+    client.post("/workspace/customers/a%2F..%2Fb/change", {"csrf": csrf_token(page), "action": "suspend"},
+                status=303)
+    statuses = {customer.reference: customer.status for customer in Customer.select()}
+    assert (statuses["b"], statuses["a/../b"]) == ("active", "suspended")
+
+
+def test_the_last_day_there_is_filters_the_list_and_the_csv_without_an_error(client, acme_user, secret):
+    key = make_key(acme_user, secret)
+    post_calculations(client, key, 1)
+    sign_in(client)
+    page = client.get("/workspace/calculations", {"to": "9999-12-31"})
+    assert page.text.count('href="/workspace/calculations/') == 1
+    download = client.get("/workspace/calculations.csv", {"from": "0001-01-01", "to": "9999-12-31"})
+    assert len(download.text.strip().split("\n")) == 2
+
+
+def test_an_unexpected_error_in_a_page_is_the_workspaces_error_page_not_the_apis_json(client, acme_user,
+                                                                                       monkeypatch):
+    from emissions.workspace import insights
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(insights, "_filtered", broken)
+    sign_in(client)
+    for path in ("/workspace/calculations", "/workspace/calculations.csv"):
+        failed = client.get(path, status=500)
+        assert failed.headers["Content-Type"].startswith("text/html")
+        assert "Content-Disposition" not in failed.headers
+        assert "Something went wrong" in failed.text and "the database went away" not in failed.text
+
+
 def test_an_unknown_or_other_environments_customer_is_a_404_page(client, acme_user):
     make_customer(acme_user, "live-only", environment="live")
     sign_in(client)

@@ -33,13 +33,13 @@
 </section>
 <section class="panel side" aria-labelledby="edit-title">
   <div class="panelhead"><h2 id="edit-title">Details</h2></div>
-  <form method="post" action="/workspace/customers/{{customer['reference']}}/change" class="stack">
+  <form method="post" action="{{customer_path(customer['reference'])}}/change" class="stack">
     <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="action" value="edit">
     <label for="e-name">Name</label><input id="e-name" name="name" required maxlength="200" value="{{form.get('name', customer['name'])}}">
     <label for="e-country">Country</label><input id="e-country" name="country" maxlength="2" value="{{form.get('country', customer['country_code'] or '')}}" aria-describedby="e-country-help"><p class="help" id="e-country-help">Two letters; empty clears it.</p>
     <button type="submit" class="primary">Save</button>
   </form>
-  <form method="post" action="/workspace/customers/{{customer['reference']}}/change" class="stack top">
+  <form method="post" action="{{customer_path(customer['reference'])}}/change" class="stack top">
     <input type="hidden" name="csrf" value="{{csrf}}">
 % if customer['status'] == 'active':
     <input type="hidden" name="action" value="suspend">

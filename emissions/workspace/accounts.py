@@ -11,6 +11,7 @@ import secrets
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import jwt
 import peewee as pw
@@ -88,9 +89,16 @@ class Hasher:
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
+    def wait(self, future: Future):
+        """The answer of a submitted hash; one not done within `timeout` is HashingBusy too."""
+        try:
+            return future.result(timeout=self.timeout)
+        except FutureTimeout:
+            raise HashingBusy() from None
+
     def run(self, function, *args):
         """submit() and wait for the answer (the calling thread waits; it does not hash)."""
-        return self.submit(function, *args).result(timeout=self.timeout)
+        return self.wait(self.submit(function, *args))
 
     def hash(self, password: str) -> str:
         return self.run(hash_password, password)

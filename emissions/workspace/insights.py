@@ -170,7 +170,7 @@ def _filtered(organization_id: int, environment: str, filters: Filters):
     if filters.date_from:
         condition &= Calculation.created_at >= dt.datetime.combine(filters.date_from, dt.time(),
                                                                    tzinfo=dt.timezone.utc)
-    if filters.date_to:
+    if filters.date_to and filters.date_to < dt.date.max:  # the last day there is bounds nothing
         condition &= Calculation.created_at < dt.datetime.combine(filters.date_to + dt.timedelta(days=1),
                                                                   dt.time(), tzinfo=dt.timezone.utc)
     return (Calculation

@@ -5,6 +5,7 @@ import collections
 import datetime as dt
 import functools
 import hmac
+import itertools
 import json
 import logging
 import re
@@ -14,7 +15,7 @@ import time
 import traceback
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import bottle
 
@@ -23,7 +24,7 @@ from .. import auth
 from .. import customers
 from .. import jsoncodec
 from .. import webhooks
-from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, utcnow
+from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, db, utcnow
 from . import accounts
 from . import chart
 from . import insights
@@ -75,7 +76,13 @@ def _day(moment: dt.datetime | None) -> str:
 STATUS_CLASSES = {"active": "ok", "succeeded": "ok", "enabled": "ok", "pending": "warn", "delivering": "warn",
                   "suspended": "warn", "failed": "bad", "revoked": "bad", "expired": "bad", "disabled": "bad"}
 
-HELPERS = {"number": _number, "kg": _kg, "when": _when, "day": _day,
+def customer_path(reference: str) -> str:
+    """The customer's page; every character of a reference but letters and digits is escaped, so
+    that a browser never reads a `..` in it as a step up the path."""
+    return "/workspace/customers/" + quote(reference, safe="")
+
+
+HELPERS = {"customer_path": customer_path, "number": _number, "kg": _kg, "when": _when, "day": _day,
            "plain": lambda value: jsoncodec.decimal_text(Decimal(str(value))),
            "status_class": lambda status: STATUS_CLASSES.get(status, ""),
            "query_of": lambda filters: urlencode(filters.query_string())}
@@ -117,11 +124,11 @@ def guarded(handler):
         except Exception:
             error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
             try:
-                from ..models import db
                 db.close()
             except Exception:
                 pass
-            bottle.response.delete_header("Content-Disposition")
+            if "Content-Disposition" in bottle.response:  # a failed download is a page, not a file
+                del bottle.response["Content-Disposition"]
             return render("error", 500, title="Something went wrong", request_id=_request_id())
 
     return wrapper
@@ -315,11 +322,11 @@ class Workspace:
         user, (candidate, stored) = accounts.password_check(email, _field(form, "password"))
         try:
             future = self.hasher.submit(accounts.check_password, candidate, stored)
+            if self.wait_inline:
+                return self._signed_in(self.hasher.wait(future) and user, email, address)
         except HashingBusy as busy:
             return self.login_page("Signing in is busy; try again in a moment.", 429, email,
                                    {"Retry-After": str(busy.retry_after)})
-        if self.wait_inline:
-            return self._signed_in(future.result(timeout=self.hasher.timeout) and user, email, address)
         ticket = self.pending.add(future, user.id if user else None, email, address)
         return redirect("/workspace/login/wait", {"Set-Cookie": _cookie(PENDING_COOKIE, ticket, PendingSignIns.SECONDS,
                                                                         path="/workspace/login")})
@@ -421,7 +428,10 @@ class Workspace:
                                    f'attachment; filename="calculations-{session.environment}-'
                                    f'{utcnow().date().isoformat()}.csv"')
         lines = insights.csv_lines(session.organization.id, session.environment, filters)
-        return (line.encode() for line in lines)
+        # The header and the first batch are read here, so that a failing query is still an error
+        # page; a failure later can only cut the download short (the client sees it incomplete).
+        first = [next(lines), next(lines, "")]
+        return (line.encode() for line in itertools.chain(first, lines))
 
     @signed_in
     def calculation_page(self, session: Session, calculation_id: str):
@@ -459,13 +469,14 @@ class Workspace:
     def add_customer(self, session: Session, form: dict):
         fields = {name: _field(form, name).strip() for name in ("reference", "name", "country")}
         try:
-            customer = customers.create(session.organization, session.environment, fields["reference"],
-                                        fields["name"], fields["country"] or None)
-            audit.record("customer.created", customer.reference, actor=session.actor,
-                         organization=session.organization, environment=session.environment)
+            with db.atomic():  # the change and its audit event, together or not at all
+                customer = customers.create(session.organization, session.environment, fields["reference"],
+                                            fields["name"], fields["country"] or None)
+                audit.record("customer.created", customer.reference, actor=session.actor,
+                             organization=session.organization, environment=session.environment)
         except customers.CustomerError as exc:
             return self.customers_page(error=f"Not added: {exc}.", status=400, form=fields)
-        return redirect("/workspace/customers/" + customer.reference)
+        return redirect(customer_path(customer.reference))
 
     @signed_in
     def customer_page(self, session: Session, reference: str, error: str = "", status: int = 200,
@@ -494,20 +505,22 @@ class Workspace:
                           request_id=_request_id(), **self.chrome(session, "customers"))
         action = _field(form, "action")
         try:
-            if action == "edit":
-                changes = customers.update(customer, name=_field(form, "name"),
-                                           country=_field(form, "country").strip())
-            elif action in ("suspend", "reactivate"):
-                changes = customers.update(customer, status="suspended" if action == "suspend" else "active")
-            else:
-                raise customers.CustomerError("unknown action")
+            with db.atomic():  # the change and its audit event, together or not at all
+                if action == "edit":
+                    changes = customers.update(customer, name=_field(form, "name"),
+                                               country=_field(form, "country").strip())
+                elif action in ("suspend", "reactivate"):
+                    changes = customers.update(customer, status="suspended" if action == "suspend" else "active")
+                else:
+                    raise customers.CustomerError("unknown action")
+                if changes:
+                    audit.record("customer.updated", customer.reference, actor=session.actor,
+                                 organization=session.organization, environment=session.environment,
+                                 details=changes)
         except customers.CustomerError as exc:
             return self.customer_page(reference, error=f"Not saved: {exc}.", status=400,
                                       form={"name": _field(form, "name"), "country": _field(form, "country")})
-        if changes:
-            audit.record("customer.updated", customer.reference, actor=session.actor,
-                         organization=session.organization, environment=session.environment, details=changes)
-        return redirect("/workspace/customers/" + customer.reference)
+        return redirect(customer_path(customer.reference))
 
     # Webhooks.
 
@@ -525,18 +538,21 @@ class Workspace:
         org, environment, action = session.organization, session.environment, _field(form, "action")
         try:
             if action == "set":
-                endpoint, secret = webhooks.set_endpoint(org.id, environment, _field(form, "url"),
-                                                         allow_private_live=self.allow_private_live)
-                audit.record("endpoint.set", endpoint.url, actor=session.actor, organization=org,
-                             environment=environment)
+                with db.atomic():
+                    endpoint, secret = webhooks.set_endpoint(org.id, environment, _field(form, "url"),
+                                                             allow_private_live=self.allow_private_live)
+                    audit.record("endpoint.set", endpoint.url, actor=session.actor, organization=org,
+                                 environment=environment)
             elif action == "rotate":
-                endpoint, secret = webhooks.rotate_secret(org.id, environment)
-                audit.record("endpoint.rotated", endpoint.url, actor=session.actor, organization=org,
-                             environment=environment)
+                with db.atomic():
+                    endpoint, secret = webhooks.rotate_secret(org.id, environment)
+                    audit.record("endpoint.rotated", endpoint.url, actor=session.actor, organization=org,
+                                 environment=environment)
             elif action == "remove":
-                endpoint = webhooks.remove_endpoint(org.id, environment)
-                audit.record("endpoint.removed", endpoint.url, actor=session.actor, organization=org,
-                             environment=environment)
+                with db.atomic():
+                    endpoint = webhooks.remove_endpoint(org.id, environment)
+                    audit.record("endpoint.removed", endpoint.url, actor=session.actor, organization=org,
+                                 environment=environment)
                 return redirect("/workspace/webhooks")
             elif action == "test":
                 webhooks.send_test_event(org.id, environment)
@@ -599,12 +615,13 @@ class Workspace:
                                       status=400, form=kept)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         try:
-            key, plain = auth.create_key(org, kept["environment"], kept["scopes"], self.secret, name=name.strip(),
-                                         expires_at=expires_at)
+            with db.atomic():  # a key exists only with its audit event
+                key, plain = auth.create_key(org, kept["environment"], kept["scopes"], self.secret,
+                                             name=name.strip(), expires_at=expires_at)
+                audit.record("key.created", key.id, actor=session.actor, organization=org,
+                             environment=key.environment, details={"name": name, "scopes": sorted(key.scope_set)})
         except ValueError as exc:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400, form=kept)
-        audit.record("key.created", key.id, actor=session.actor, organization=org, environment=key.environment,
-                     details={"name": name, "scopes": sorted(key.scope_set)})
         if key.environment != session.environment:
             self.sessions.switch_environment(session, key.environment)
         self.flash.put(session, "key", {"key": plain, "id": key.id, "name": name})
@@ -626,10 +643,11 @@ class Workspace:
         if key is None:
             return self.keys_page(error="No such key.", status=404)
         if key.revoked_at is None:
-            key.revoked_at = utcnow()
-            key.save()
-            audit.record("key.revoked", key.id, actor=session.actor, organization=session.organization,
-                         environment=key.environment)
+            with db.atomic():
+                key.revoked_at = utcnow()
+                key.save()
+                audit.record("key.revoked", key.id, actor=session.actor, organization=session.organization,
+                             environment=key.environment)
         return redirect("/workspace/keys")
 
     # Team.
@@ -664,8 +682,9 @@ class Workspace:
             return self.team_page(error="No such user.", status=404)
         if user.id == session.user.id:
             return self.team_page(error="You cannot remove yourself; ask a teammate.", status=400)
-        accounts.delete_user(user)
-        audit.record("user.deleted", user.email, actor=session.actor, organization=session.organization)
+        with db.atomic():
+            accounts.delete_user(user)
+            audit.record("user.deleted", user.email, actor=session.actor, organization=session.organization)
         self.flash.put(session, "notice", {"text": f"{user.email} was removed and signed out."})
         return redirect("/workspace/team")
 
