@@ -1,7 +1,9 @@
 """Fixtures: a fresh database per test (SQLite file; PostgreSQL where asked), personas, helpers."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import json
 import os
 import socket
@@ -239,10 +241,26 @@ class LiveServer:
             assert not self.thread.is_alive(), "the serving thread did not stop"
 
 
-def raw_exchange(server, request: bytes) -> tuple[int, dict, bytes]:
-    """Send raw bytes to the server and read the whole answer (the request asks to close)."""
+def free_port() -> int:
+    """A loopback port nothing listens on (for a server a test starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def cli_json(*argv) -> dict:
+    """Run an `emissions` command in-process (faster than a subprocess) and return its --json object."""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main([*argv, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def raw_exchange(server, request: bytes, source: str | None = None) -> tuple[int, dict, bytes]:
+    """Send raw bytes to the server (from a chosen loopback source address) and read the whole answer
+    (the request asks to close)."""
     host, port = server.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as connection:
+    with socket.create_connection((host, int(port)), timeout=10,
+                                  source_address=(source, 0) if source else None) as connection:
         connection.sendall(request)
         answer = b""
         while chunk := connection.recv(65536):

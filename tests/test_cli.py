@@ -22,7 +22,7 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
-from conftest import LiveServer, auth_headers, logistics_body, make_customer, make_org
+from conftest import LiveServer, auth_headers, free_port, logistics_body, make_customer, make_org
 
 EMISSIONS = Path(sys.executable).with_name("emissions")
 KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")
@@ -340,12 +340,6 @@ def test_the_printed_curl_command_works_against_a_real_server(config, app):
             printed = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30)
             assert printed.returncode == 0, printed.stderr
             assert json.loads(printed.stdout)["id"] == response.json()["id"]  # the same Idempotency-Key: a replay
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.mark.skipif(not shutil.which("curl") or not shutil.which("bash"), reason="needs curl and bash")

@@ -8,12 +8,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 import requests
+from conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -80,12 +80,6 @@ def test_every_document_the_readme_sends_to_has_a_title():
 
 
 # --- the install command and the tour, as a newcomer runs them ---------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def split_http(output: str) -> tuple[int, dict[str, str], str]:
     """`curl -i` output: status, headers (lower-case names), body."""

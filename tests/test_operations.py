@@ -1,8 +1,6 @@
 """Operations: /healthz, the access log, clean shutdown on SIGTERM, and every variable documented."""
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import json
 import logging
@@ -22,12 +20,11 @@ import pytest
 import requests
 from webtest import TestApp
 
-from emissions import cli
 from emissions import config as config_module
 from emissions import logs
 from emissions import models
 from emissions.app import create_app
-from conftest import LiveServer, logistics_body, make_customer, post_calculation
+from conftest import LiveServer, cli_json, free_port, logistics_body, make_customer, post_calculation
 
 ROOT = Path(__file__).resolve().parent.parent
 EMISSIONS = Path(sys.executable).with_name("emissions")
@@ -133,19 +130,6 @@ def test_no_access_log_when_turned_off(client, acme, caplog):
 
 
 # --- SIGTERM ---------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def cli_json(*argv) -> dict:
-    """Run an `emissions` command in-process (faster than a subprocess) and return its --json object."""
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        assert cli.main([*argv, "--json"]) == 0
-    return json.loads(out.getvalue())
-
 
 @pytest.fixture
 def served(request, tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_INPUTS = ("emissions", "scripts", "setup.cfg", "pyproject.toml", "README.md")
@@ -78,12 +78,6 @@ def installed(wheel, tmp_path_factory) -> Path:
                            str(wheel)], capture_output=True, text=True, env=clean_environment(), timeout=300)
     assert done.returncode == 0, done.stderr
     return venv / "bin"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def closed_port() -> int:

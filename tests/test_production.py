@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
@@ -17,27 +16,14 @@ from urllib.parse import urlencode
 import pytest
 import requests
 
-from emissions import cli
 from emissions import workers
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config, ConfigError
-from conftest import LiveServer, logistics_body, make_org, raw_exchange
+from conftest import LiveServer, cli_json, free_port, logistics_body, make_org, raw_exchange
 
 EMISSIONS = Path(sys.executable).with_name("emissions")
 PASSWORD = "correct horse battery"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def cli_json(*argv) -> dict:
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        assert cli.main([*argv, "--json"]) == 0
-    return json.loads(out.getvalue())
 
 
 @contextlib.contextmanager
@@ -292,20 +278,6 @@ def forwarded_request(path: str, body: bytes = b"", method: str = "GET", **heade
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-def exchange_from(source: str, server, request: bytes) -> tuple[int, dict, bytes]:
-    """raw_exchange, from a chosen loopback source address."""
-    host, port = server.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0)) as connection:
-        connection.sendall(request)
-        answer = b""
-        while chunk := connection.recv(65536):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
-    return int(status_line.split()[1]), headers, body
-
-
 def served_echo(trusted: tuple[str, ...]):
     echo.settings = Config(trusted_proxy=trusted)
     return LiveServer(echo)
@@ -323,7 +295,7 @@ def test_forwarded_headers_from_a_trusted_proxy_tell_the_app_about_the_client():
 @pytest.mark.parametrize("trusted", [(), ("127.0.0.1",)])
 def test_forwarded_headers_from_any_other_peer_are_removed(trusted):
     with served_echo(trusted) as server:
-        status, _, body = exchange_from("127.0.0.2", server, forwarded_request("/"))
+        status, _, body = raw_exchange(server, forwarded_request("/"), source="127.0.0.2")
     assert status == 200
     assert json.loads(body) == {"REMOTE_ADDR": "127.0.0.2", "wsgi.url_scheme": "http", "HTTP_HOST": "internal:8000",
                                 "HTTP_X_FORWARDED_FOR": None, "HTTP_X_FORWARDED_PROTO": None}
@@ -331,7 +303,7 @@ def test_forwarded_headers_from_any_other_peer_are_removed(trusted):
 
 def test_a_trusted_network_is_trusted_for_each_of_its_addresses():
     with served_echo(("127.0.0.0/30",)) as server:
-        _, _, body = exchange_from("127.0.0.2", server, forwarded_request("/"))
+        _, _, body = raw_exchange(server, forwarded_request("/"), source="127.0.0.2")
     assert json.loads(body)["REMOTE_ADDR"] == "203.0.113.7"
 
 
@@ -351,7 +323,7 @@ def sign_in_through_proxy(server, client: str, email: str, password: str, source
         if body:
             headers["Content_Type"] = "application/x-www-form-urlencoded"
         request = forwarded_request(path, body, method, **headers).replace(b"203.0.113.7", client.encode())
-        return exchange_from(source, server, request)
+        return raw_exchange(server, request, source=source)
 
     _, headers, page = send("/workspace/login")
     csrf = re.search(rb'name="csrf" value="([^"]+)"', page).group(1).decode()
