@@ -14,11 +14,12 @@ import queue
 import sys
 import time
 
+from .models import isoformat
+
 
 def moment(created: float) -> str:
     """A record's time as RFC 3339 in UTC with milliseconds: 2026-11-25T10:52:15.538Z."""
-    return (dt.datetime.fromtimestamp(created, dt.timezone.utc).isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"))
+    return isoformat(dt.datetime.fromtimestamp(created, dt.timezone.utc))
 
 
 class JsonFormatter(logging.Formatter):
