@@ -406,9 +406,7 @@ def user(email: str) -> models.User:
 def cmd_user_create(args, config):
     org = organization(args.org)
     password = read_password(args)
-    with models.db.atomic():
-        created = workspace.create_user(org, args.email, password)
-        audit.record("user.created", created.email, organization=org)
+    created = workspace.create_user(org, args.email, password, actor=audit.CLI_ACTOR)
     emit(args, {"email": created.email, "organization": org.slug})
 
 
@@ -425,18 +423,14 @@ def cmd_user_list(args, config):
 
 def cmd_user_delete(args, config):
     found = user(args.email)
-    with models.db.atomic():
-        workspace.delete_user(found)
-        audit.record("user.deleted", found.email, organization=found.organization)
+    workspace.delete_user(found, actor=audit.CLI_ACTOR)
     emit(args, {"email": found.email, "deleted": True}, f"deleted {found.email}; its sessions ended")
 
 
 def cmd_user_set_password(args, config):
     found = user(args.email)
     password = read_password(args)
-    with models.db.atomic():
-        workspace.set_password(found, password)
-        audit.record("user.password_changed", found.email, organization=found.organization)
+    workspace.set_password(found, password, actor=audit.CLI_ACTOR)
     emit(args, {"email": found.email, "password_changed": True},
          f"password of {found.email} changed; its sessions ended")
 

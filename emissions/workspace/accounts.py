@@ -16,6 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import jwt
 import peewee as pw
 
+from .. import audit
 from ..models import Organization, User, WorkspaceSession, db, utcnow
 
 SESSION_HOURS = 8
@@ -125,8 +126,10 @@ def normal_email(email: str) -> str:
     return email.strip().lower()
 
 
-def create_user(organization: Organization, email: str, password: str, hasher=Inline) -> User:
-    """A workspace login for one organization."""
+def create_user(organization: Organization, email: str, password: str, hasher=Inline, *,
+                actor: str | None = None) -> User:
+    """A workspace login for one organization; with `actor`, its audit event in the same transaction
+    (the password is hashed before the transaction begins, never inside it)."""
     email = normal_email(email)
     if len(email) > MAX_EMAIL or not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
         raise WorkspaceError("email must be an address")
@@ -136,7 +139,10 @@ def create_user(organization: Organization, email: str, password: str, hasher=In
     password_hash = hasher.hash(password)
     try:
         with db.atomic():
-            return User.create(organization=organization, email=email, password_hash=password_hash)
+            user = User.create(organization=organization, email=email, password_hash=password_hash)
+            if actor:
+                audit.record("user.created", user.email, actor=actor, organization=organization)
+            return user
     except pw.IntegrityError:
         raise WorkspaceError(f"a user with email {email} already exists") from None
 
@@ -163,8 +169,8 @@ def authenticate_user(email: str, password: str, hasher=Inline) -> User | None:
     return user if hasher.check(candidate, stored) and user is not None else None
 
 
-def set_password(user: User, password: str, hasher=Inline) -> None:
-    """Change the password and end every session of the user."""
+def set_password(user: User, password: str, hasher=Inline, *, actor: str | None = None) -> None:
+    """Change the password and end every session of the user; with `actor`, its audit event too."""
     problem = password_problem(password)
     if problem:
         raise WorkspaceError(problem)
@@ -172,14 +178,18 @@ def set_password(user: User, password: str, hasher=Inline) -> None:
     with db.atomic():
         User.update(password_hash=password_hash).where(User.id == user.id).execute()
         WorkspaceSession.delete().where(WorkspaceSession.user == user.id).execute()
+        if actor:
+            audit.record("user.password_changed", user.email, actor=actor, organization=user.organization_id)
     user.password_hash = password_hash
 
 
-def delete_user(user: User) -> None:
-    """Remove the login; its sessions end with it."""
+def delete_user(user: User, *, actor: str | None = None) -> None:
+    """Remove the login; its sessions end with it; with `actor`, its audit event too."""
     with db.atomic():
         WorkspaceSession.delete().where(WorkspaceSession.user == user.id).execute()
         User.delete().where(User.id == user.id).execute()
+        if actor:
+            audit.record("user.deleted", user.email, actor=actor, organization=user.organization_id)
 
 
 # --- sign-in throttling --------------------------------------------------------------------------

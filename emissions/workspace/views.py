@@ -664,12 +664,12 @@ class Workspace:
     def add_user(self, session: Session, form: dict):
         email = _field(form, "email")
         try:
-            user = accounts.create_user(session.organization, email, _field(form, "password"), self.hasher)
+            user = accounts.create_user(session.organization, email, _field(form, "password"), self.hasher,
+                                        actor=session.actor)
         except HashingBusy:
             return self.team_page(error="Busy; try again in a moment.", status=429, form={"email": email})
         except WorkspaceError as exc:
             return self.team_page(error=f"Not added: {exc}.", status=400, form={"email": email})
-        audit.record("user.created", user.email, actor=session.actor, organization=session.organization)
         self.flash.put(session, "notice", {"text": f"{user.email} can now sign in."})
         return redirect("/workspace/team")
 
@@ -682,9 +682,7 @@ class Workspace:
             return self.team_page(error="No such user.", status=404)
         if user.id == session.user.id:
             return self.team_page(error="You cannot remove yourself; ask a teammate.", status=400)
-        with db.atomic():
-            accounts.delete_user(user)
-            audit.record("user.deleted", user.email, actor=session.actor, organization=session.organization)
+        accounts.delete_user(user, actor=session.actor)
         self.flash.put(session, "notice", {"text": f"{user.email} was removed and signed out."})
         return redirect("/workspace/team")
 
@@ -694,13 +692,11 @@ class Workspace:
         try:
             if not self.hasher.check(current, session.user.password_hash):
                 return self.team_page(error="The current password is not right.", status=400)
-            accounts.set_password(session.user, new, self.hasher)
+            accounts.set_password(session.user, new, self.hasher, actor=session.actor)
         except HashingBusy:
             return self.team_page(error="Busy; try again in a moment.", status=429)
         except WorkspaceError as exc:
             return self.team_page(error=f"Not changed: {exc}.", status=400)
-        audit.record("user.password_changed", session.user.email, actor=session.actor,
-                     organization=session.organization)
         # Every session of the user ended; this browser gets a new one.
         token = self.sessions.issue(session.user, session.environment)
         fresh = self.sessions.read(token)
