@@ -38,8 +38,11 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--threads", type=int, default=8)
-    args = parser.parse_args()
+    serve(build(), parser.parse_args(), "bare")
 
+
+def serve(app: bottle.Bottle, args: argparse.Namespace, ident: str) -> None:
+    """Serve `app` on stock Waitress at args.host:args.port with args.threads until SIGTERM or Ctrl-C."""
     def stop(signum, frame):
         raise SystemExit(0)
 
@@ -48,8 +51,8 @@ def main() -> None:
     # drops all but one such record per 10 s; here every one is dropped, so that the baseline
     # never pays for writing them (each would otherwise be a write to stderr).
     logging.getLogger("waitress.queue").addFilter(lambda record: False)
-    server = waitress.create_server(build(), host=args.host, port=args.port, threads=args.threads,
-                                    max_request_body_size=1024 * 1024, ident="bare")
+    server = waitress.create_server(app, host=args.host, port=args.port, threads=args.threads,
+                                    max_request_body_size=1024 * 1024, ident=ident)
     print(f"Serving on http://{args.host}:{server.effective_port} (threads={args.threads})", flush=True)
     try:
         server.run()

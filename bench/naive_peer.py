@@ -11,22 +11,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
-import os
-import signal
-import sys
 import uuid
 from decimal import Decimal
 
-# The service's own modules, installed with it; this folder's webhooks.py must not shadow its module.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != HERE]
+import bottle
+import peewee as pw
 
-import bottle  # noqa: E402
-import peewee as pw  # noqa: E402
-import waitress  # noqa: E402
-
-from emissions import jsoncodec, models, schemas  # noqa: E402
+import bare_app  # beside this file: the same stock Waitress serving
+from emissions import jsoncodec, models, schemas
 
 database = pw.DatabaseProxy()
 
@@ -83,21 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     database.initialize(models.open_database(f"sqlite:///{args.database}"))
     database.create_tables([NaiveCalculation])
-
-    def stop(signum, frame):
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    logging.getLogger("waitress.queue").addFilter(lambda record: False)  # as bare_app.py does
-    server = waitress.create_server(build(), host=args.host, port=args.port, threads=args.threads,
-                                    max_request_body_size=1024 * 1024, ident="naive")
-    print(f"Serving on http://{args.host}:{server.effective_port} (threads={args.threads})", flush=True)
-    try:
-        server.run()
-    except (SystemExit, KeyboardInterrupt):
-        pass
-    finally:
-        server.close()
+    bare_app.serve(build(), args, "naive")
 
 
 if __name__ == "__main__":
