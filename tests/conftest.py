@@ -255,6 +255,16 @@ def cli_json(*argv) -> dict:
     return json.loads(out.getvalue())
 
 
+def output_until_serving(process) -> str:
+    """What a starting `emissions quickstart` or `serve` printed, up to and with its "Serving on" line."""
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("Serving on"):
+            break
+    return "".join(lines)
+
+
 def raw_exchange(server, request: bytes, source: str | None = None) -> tuple[int, dict, bytes]:
     """Send raw bytes to the server (from a chosen loopback source address) and read the whole answer
     (the request asks to close)."""

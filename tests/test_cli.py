@@ -22,7 +22,7 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
-from conftest import LiveServer, auth_headers, free_port, logistics_body, make_customer, make_org
+from conftest import LiveServer, auth_headers, free_port, logistics_body, make_customer, make_org, output_until_serving
 
 EMISSIONS = Path(sys.executable).with_name("emissions")
 KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")
@@ -349,12 +349,7 @@ def test_quickstart_as_the_readme_runs_it(tmp_path):
     process = subprocess.Popen([str(EMISSIONS), "quickstart", "--port", str(port)], cwd=tmp_path, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        lines = []
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("Serving on"):
-                break
-        text = "".join(lines)
+        text = output_until_serving(process)
         curl = text[text.index("curl "):text.index("Serving on")].strip()
         result = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=30)
         calculation = json.loads(result.stdout)

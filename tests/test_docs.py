@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port
+from conftest import free_port, output_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -109,12 +109,7 @@ def sandbox(tmp_path):
     process = subprocess.Popen(["bash", "-c", f"{install} --port {port}"], cwd=checkout, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        printed = []
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("Serving on"):
-                break
-        text = "".join(printed)
+        text = output_until_serving(process)
         key = re.search(r"Test API key \(shown once\): (\S+)", text)
         assert key, process.stderr.read() if process.poll() is not None else text
         yield {"checkout": checkout, "env": {**environment, "KEY": key.group(1), "BASE": f"http://127.0.0.1:{port}"}}
