@@ -5,6 +5,8 @@ import ipaddress
 import os
 from dataclasses import dataclass, replace
 
+from . import affinity
+
 DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
 DEFAULT_TEST_CAPACITY = 10_000  # calculations a month in the sandbox, for organizations without their own
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -100,6 +102,22 @@ def env_addresses(name: str) -> tuple[str, ...]:
     return parts
 
 
+def env_cpus(name: str) -> str | tuple[int, ...]:
+    """CPU_AFFINITY: 'auto' (the default), 'off', or CPUs this process may use, e.g. '0-3,6'."""
+    raw = env_str(name, affinity.AUTO)
+    try:
+        setting = affinity.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be auto, off or a CPU list such as 0-3,6: {exc}") from None
+    if isinstance(setting, tuple) and hasattr(os, "sched_getaffinity"):
+        allowed = os.sched_getaffinity(0)
+        outside = [cpu for cpu in setting if cpu not in allowed]
+        if outside:
+            raise ConfigError(f"{name} names CPU {outside[0]}, which this process may not use "
+                              f"(it may use {','.join(map(str, sorted(allowed)))})")
+    return setting
+
+
 MIN_SECRET_KEY_LENGTH = 32
 
 
@@ -131,6 +149,7 @@ class Config:
     calculation_cache_size: int = 10_000
     # Serving (docs/operations.md, "Server settings").
     workers: int = 1
+    cpu_affinity: str | tuple[int, ...] = affinity.AUTO
     connection_limit: int = 1000
     channel_timeout: int = 30
     backlog: int = 1024
@@ -156,6 +175,7 @@ class Config:
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
             workers=env_int("WORKERS", 1, minimum=1),
+            cpu_affinity=env_cpus("CPU_AFFINITY"),
             connection_limit=env_int("CONNECTION_LIMIT", 1000, minimum=1),
             channel_timeout=env_int("CHANNEL_TIMEOUT", 30, minimum=1),
             backlog=env_int("BACKLOG", 1024, minimum=1),

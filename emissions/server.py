@@ -11,6 +11,7 @@ from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, WSGITask
 
+from . import affinity
 from . import jsoncodec
 from . import logs
 from . import models
@@ -131,6 +132,11 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     except ValueError as exc:  # Waitress: a host that is no address ("256.1.1.1")
         raise ListenError(f"cannot listen on {host}:{port}: {exc}") from None
+    # Once it can listen (a process that cannot is left as it was); pin() moves the threads
+    # started already, and those started later inherit the CPU.
+    cpu = affinity.choose(config.cpu_affinity, worker.index if worker else 0)
+    if cpu is not None:
+        affinity.pin(cpu)
     # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
     scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
@@ -144,9 +150,10 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         if announce is not None:
             announce(url)
         elif json_output:
-            print(json.dumps({"url": url, "threads": config.serving_threads}), flush=True)
+            print(json.dumps({"url": url, "threads": config.serving_threads, "cpu": cpu}), flush=True)
         else:
-            print(f"Serving on {url} (threads={config.serving_threads})", flush=True)
+            where = "" if cpu is None else f", CPU {cpu}"
+            print(f"Serving on {url} (threads={config.serving_threads}{where})", flush=True)
         server.run()
     except (SystemExit, KeyboardInterrupt):
         pass

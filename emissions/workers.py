@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import peewee as pw
 from playhouse import db_url
 
+from . import affinity
 from . import models
 from .config import Config
 
@@ -187,12 +188,16 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
             raise server.ListenError(f"cannot serve on {host}:{port}: a worker failed to start (see above)")
         if not stopping:
             url = f"http://{host}:{port}"
+            cpus = [affinity.choose(config.cpu_affinity, index) for index in range(workers)]
             if announce is not None:
                 announce(url)
             elif json_output:
-                print(json.dumps({"url": url, "workers": workers, "threads": config.serving_threads}), flush=True)
+                print(json.dumps({"url": url, "workers": workers, "threads": config.serving_threads,
+                                  "cpus": cpus}), flush=True)
             else:
-                print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each)", flush=True)
+                where = "" if None in cpus else ", CPUs " + ",".join(map(str, cpus))
+                print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each{where})",
+                      flush=True)
         _wait_all(children, on_exit=worker_exited)
     finally:
         reservation.close()

@@ -1,0 +1,172 @@
+"""CPU_AFFINITY: each serving process on one CPU of its own (emissions/affinity.py), on real processes."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emissions import affinity
+from conftest import cli_json, output_until_serving
+from test_production import children_of
+
+EMISSIONS = Path(sys.executable).with_name("emissions")
+
+
+# --- parse and choose ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, setting", [
+    ("auto", "auto"),
+    ("off", "off"),
+    ("  OFF ", "off"),
+    ("0-3,6", (0, 1, 2, 3, 6)),
+    ("2", (2,)),
+    ("3,1,1,0-3", (3, 1, 0, 2)),  # in the order given, each CPU once
+])
+def test_parse_reads_auto_off_and_cpu_lists(text, setting):
+    assert affinity.parse(text) == setting
+
+
+@pytest.mark.parametrize("text", ["1-0", "x", "", "3-", "-3", "0,,1", "1-2-3", "0-3,"])
+def test_parse_refuses_what_is_no_cpu_list(text):
+    with pytest.raises(ValueError):
+        affinity.parse(text)
+
+
+def test_choose_off_leaves_the_process_to_the_kernel():
+    assert affinity.choose("off", 0) is None
+
+
+def test_choose_goes_round_a_cpu_list_by_worker_index():
+    assert [affinity.choose((4, 6), index) for index in range(5)] == [4, 6, 4, 6, 4]
+
+
+def test_choose_auto_takes_the_allowed_cpus_and_leaves_a_one_cpu_process_alone(monkeypatch):
+    # The allowed set is the operating system's (a container, taskset): what a test cannot arrange.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5, 2, 9})
+    assert [affinity.choose("auto", index) for index in range(4)] == [2, 5, 9, 2]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    assert affinity.choose("auto", 0) is None
+    assert affinity.choose((3,), 0) == 3  # a list is taken as given
+
+
+# --- a setting that cannot be used -----------------------------------------------------------------
+
+@pytest.mark.parametrize("value, message", [
+    ("garbage", "CPU_AFFINITY must be auto, off or a CPU list such as 0-3,6"),
+    (str(max(os.sched_getaffinity(0)) + 1), f"CPU_AFFINITY names CPU {max(os.sched_getaffinity(0)) + 1}, "
+                                            "which this process may not use"),
+], ids=["garbage", "cpu not allowed"])
+def test_a_cpu_affinity_that_cannot_be_used_stops_serve_with_one_line(tmp_path, value, message):
+    environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'e.sqlite3'}", "CPU_AFFINITY": value}
+    result = subprocess.run([str(EMISSIONS), "serve", "--port", "0"], env=environment, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1, result
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("emissions: ") and message in line, line
+    assert "Traceback" not in result.stderr
+
+
+# --- served processes --------------------------------------------------------------------------------
+
+def allowed_cpus() -> set[int]:
+    """The CPUs this test process may use; skips the test unless the served ones can be told apart."""
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("needs /proc to read each thread's CPUs")
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip(f"needs at least 2 allowed CPUs, this process may use {sorted(allowed)}")
+    return allowed
+
+
+def thread_cpus(pid: int) -> dict[int, set[int]]:
+    """Each thread of process `pid` and the CPUs it may run on (Cpus_allowed_list, e.g. 0-1 or 0,2)."""
+    threads = {}
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        threads[int(status.parent.name)] = set(affinity.parse(fields["Cpus_allowed_list"]))
+    return threads
+
+
+@contextlib.contextmanager
+def served(tmp_path, monkeypatch, *argv, **env):
+    """`emissions serve --port 0 ARGV` on a migrated SQLite file; SIGTERM and a clean exit at the end."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'served.sqlite3'}")
+    cli_json("migrate")
+    environment = {key: value for key, value in os.environ.items() if key != "CPU_AFFINITY"}
+    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", "0", *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**environment, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false", **env})
+    try:
+        yield process
+    finally:
+        process.terminate()  # the parent of --workers stops its workers, which hold the output pipes too
+        try:
+            out, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate(timeout=30)
+            raise
+    assert process.returncode == 0, err
+    assert "Stopped." in out + err
+
+
+def test_serve_puts_every_thread_on_the_cpu_it_prints(tmp_path, monkeypatch):
+    allowed = allowed_cpus()
+    with served(tmp_path, monkeypatch) as process:
+        line = output_until_serving(process).splitlines()[-1]
+        printed = re.fullmatch(r"Serving on http://127\.0\.0\.1:\d+ \(threads=\d+, CPU (\d+)\)", line)
+        assert printed, line
+        cpu = int(printed.group(1))
+        assert cpu == min(allowed)  # auto: the first allowed CPU for the one process
+        threads = thread_cpus(process.pid)
+        assert len(threads) > 2, threads  # the main thread, Waitress's request thread(s), the scheduler...
+        assert threads == dict.fromkeys(threads, {cpu})
+
+
+def test_serve_with_cpu_affinity_off_leaves_every_thread_on_the_allowed_cpus(tmp_path, monkeypatch):
+    allowed = allowed_cpus()
+    with served(tmp_path, monkeypatch, "--json", CPU_AFFINITY="off") as process:
+        announced = json.loads(process.stdout.readline())
+        assert announced["cpu"] is None
+        threads = thread_cpus(process.pid)
+        assert len(threads) > 2, threads
+        assert threads == dict.fromkeys(threads, allowed)
+
+
+def test_serve_allowed_one_cpu_is_left_alone(tmp_path, monkeypatch):
+    """Under `taskset -c N` (or in a one-CPU container) auto pins nothing, and the line says none."""
+    allowed = allowed_cpus()
+    os.sched_setaffinity(0, {max(allowed)})  # this thread's CPUs, which the server inherits; put back below
+    try:
+        with served(tmp_path, monkeypatch) as process:
+            line = output_until_serving(process).splitlines()[-1]
+            assert set().union(*thread_cpus(process.pid).values()) == {max(allowed)}
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert re.fullmatch(r"Serving on http://127\.0\.0\.1:\d+ \(threads=\d+\)", line), line
+
+
+def test_each_of_two_workers_runs_all_its_threads_on_a_cpu_of_its_own(tmp_path, monkeypatch):
+    allowed = allowed_cpus()
+    with served(tmp_path, monkeypatch, "--workers", "2", "--json") as process:
+        announced = json.loads(process.stdout.readline())
+        cpus = announced["cpus"]
+        assert len(set(cpus)) == 2 and set(cpus) <= allowed, announced
+        workers = children_of(process.pid)  # in the order they were forked: worker 0 first
+        assert len(workers) == 2, workers
+        on = []
+        for pid in workers:
+            threads = thread_cpus(pid)
+            assert len(threads) > 1, threads
+            [cpu] = set().union(*threads.values())  # every thread of the worker on the one CPU
+            on.append(cpu)
+        assert on == cpus
+        parent = thread_cpus(process.pid)  # the parent only waits: not pinned
+        assert parent == dict.fromkeys(parent, allowed)
