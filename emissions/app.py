@@ -13,6 +13,7 @@ from . import auth
 from . import calculations
 from . import customers
 from . import jsoncodec
+from . import logs
 from . import migrations
 from . import models
 from . import schemas
@@ -31,7 +32,6 @@ UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 JSON_TYPE = "application/json"
 SECURITY_HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"))
 
-access_log = logging.getLogger("emissions.access")
 error_log = logging.getLogger("emissions.error")
 
 
@@ -70,10 +70,10 @@ class Service(bottle.Bottle):
             return super().wsgi(environ, finishing_start_response)
         started = time.perf_counter()
         result = super().wsgi(environ, finishing_start_response)
-        access_log.info("request", extra={"fields": {
+        logs.access({
             "request_id": request_id, "method": environ.get("REQUEST_METHOD"), "path": environ.get("PATH_INFO"),
             "status": int(status_holder[0][:3]) if status_holder else None,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3), "key_id": environ.get("emissions.key_id")}})
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3), "key_id": environ.get("emissions.key_id")})
         return result
 
 

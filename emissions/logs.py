@@ -64,16 +64,50 @@ class OncePerInterval(logging.Filter):
         return True
 
 
+class GatheringWriter(logging.StreamHandler):
+    """A StreamHandler that gathers its lines and writes them with one write() when flushed.
+
+    The stock handler flushes after every line: under load, a system call per request.
+    """
+
+    def __init__(self, stream=None):
+        super().__init__(stream)
+        self.gathered: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.gathered.append(self.format(record) + self.terminator)
+        except Exception:
+            self.handleError(record)
+
+    def add(self, line: str) -> None:
+        """A line formatted already (an access line)."""
+        with self.lock:
+            self.gathered.append(line + self.terminator)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.gathered:
+                text, self.gathered = "".join(self.gathered), []
+                self.stream.write(text)
+            super().flush()
+
+
 class PollingListener(logging.handlers.QueueListener):
     """A QueueListener that looks at its queue every `interval` seconds rather than waiting on it.
 
     A thread waiting on the queue is woken by every record put there, and on waking takes the
     interpreter lock from the request threads: with an access line per request, a hand-over per
-    request. Looking every tenth of a second, it writes what gathered meanwhile (dequeue() is the
-    method the logging documentation names for overriding).
+    request. Looking every tenth of a second, it writes what gathered meanwhile, with one write()
+    (dequeue() and handle() are the methods the logging documentation names for overriding). Besides
+    records, the queue carries access lines as their fields (access()).
     """
 
     interval = 0.1
+
+    def __init__(self, lines: queue.SimpleQueue, writer: GatheringWriter):
+        super().__init__(lines, writer)
+        self.writer = writer
 
     def dequeue(self, block: bool):
         while True:
@@ -82,7 +116,41 @@ class PollingListener(logging.handlers.QueueListener):
             except queue.Empty:
                 if not block:
                     raise
+                self.writer.flush()
                 time.sleep(self.interval)
+
+    def handle(self, record) -> None:
+        if type(record) is tuple:  # (time, fields) of an access line
+            created, fields = record
+            self.writer.add(json.dumps({"time": moment(created), "level": "info", "logger": ACCESS, **fields}))
+        else:
+            super().handle(record)
+
+    def stop(self) -> None:
+        global _access_queue
+        _access_queue = None
+        super().stop()
+        self.writer.flush()
+
+
+ACCESS = "emissions.access"
+_access_log = logging.getLogger(ACCESS)
+_access_queue: queue.SimpleQueue | None = None  # a serving process's, while its listener runs
+
+
+def access(fields: dict) -> None:
+    """Log one access line (logger emissions.access, level info) with these fields.
+
+    In a serving process the line goes on the listener's queue as its fields, without the
+    LogRecord a logger call builds (about 5 us, once per request); elsewhere it is a record like
+    any other. Either way the logger's level decides whether it is written.
+    """
+    if not _access_log.isEnabledFor(logging.INFO):
+        return
+    if _access_queue is not None:
+        _access_queue.put((time.time(), fields))
+    else:
+        _access_log.info("request", extra={"fields": fields})
 
 
 class RecordQueue(logging.handlers.QueueHandler):
@@ -102,13 +170,15 @@ def configure(queued: bool = False, stream=None) -> PollingListener | None:
     # switches spare every record (two a request under load) a frame walk and a getpid() call.
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    writer = logging.StreamHandler(stream or sys.stderr)
-    listener = None
+    global _access_queue
+    writer = (GatheringWriter if queued else logging.StreamHandler)(stream or sys.stderr)
+    listener = _access_queue = None
     writer.setFormatter(JsonFormatter())
     if queued:
         lines: queue.SimpleQueue = queue.SimpleQueue()
         listener = PollingListener(lines, writer)
         handler: logging.Handler = RecordQueue(lines)
+        _access_queue = lines
     else:
         handler = writer
     root = logging.getLogger()
