@@ -60,3 +60,46 @@ def test_queued_lines_are_all_written_when_the_listener_stops(configured):
     listener.stop()
     assert [line["n"] for line in lines(configured)] == list(range(50))
     assert all(RFC3339_MILLISECONDS.match(line["time"]) and line["level"] == "info" for line in lines(configured))
+
+
+class CountingStream(io.StringIO):
+    """A stream that counts its write() calls."""
+
+    writes = 0
+
+    def write(self, text):
+        self.writes += 1
+        return super().write(text)
+
+
+def test_a_serving_process_s_access_lines_are_written_together_in_order_with_other_records(configured):
+    stream = CountingStream()
+    listener = logs.configure(queued=True, stream=stream)
+    for number in range(200):
+        logs.access({"n": number, "path": "/v1/\"quoted\"\n"})
+    logging.getLogger("emissions.webhooks").warning("after the access lines")
+    listener.stop()
+    *access, warning = lines(stream)
+    assert [line["n"] for line in access] == list(range(200))
+    assert access[0] == {"time": access[0]["time"], "level": "info", "logger": "emissions.access", "n": 0,
+                         "path": "/v1/\"quoted\"\n"}
+    assert all(RFC3339_MILLISECONDS.match(line["time"]) for line in access)
+    assert (warning["logger"], warning["message"]) == ("emissions.webhooks", "after the access lines")
+    # Gathered: far fewer writes than lines (the stock handler flushes once a line).
+    assert stream.writes < 20, stream.writes
+
+
+def test_access_lines_follow_the_access_logger_s_level_queued_or_not(configured):
+    access_logger = logging.getLogger("emissions.access")
+    access_logger.setLevel(logging.WARNING)
+    try:
+        listener = logs.configure(queued=True, stream=configured)
+        logs.access({"n": 1})
+        listener.stop()
+        logs.configure(stream=configured)
+        logs.access({"n": 2})
+        assert lines(configured) == []
+    finally:
+        access_logger.setLevel(logging.NOTSET)
+    logs.access({"n": 3})  # not queued: a record like any other
+    assert [line["n"] for line in lines(configured)] == [3]
