@@ -549,6 +549,17 @@ class WorkspaceSession(BaseModel):
     expires_at = TimestampField()
 
 
+class WorkspaceFlash(BaseModel):
+    """What a page shows once after a redirect, sealed with a one-time pad the browser's cookie holds
+    (workspace.views.Flash); deleted when shown, with its session, or once it expires."""
+
+    id = pw.CharField(primary_key=True, max_length=32)
+    session = pw.ForeignKeyField(WorkspaceSession, backref="flashes", on_delete="CASCADE")
+    kind = pw.CharField(max_length=16)
+    sealed = pw.TextField()
+    expires_at = TimestampField()
+
+
 class AuditEvent(BaseModel):
     """An administrative action: who (actor) did what (action) to which object (target), and when."""
 
@@ -575,4 +586,5 @@ class AuditEvent(BaseModel):
 ALL_MODELS = [
     InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup,
     UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent, WorkspaceSession,
+    WorkspaceFlash,
 ]

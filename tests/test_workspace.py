@@ -9,10 +9,13 @@ import time
 
 import jwt
 import pytest
+from webtest import TestApp
 
 from emissions import webhooks
 from emissions import workspace
-from emissions.models import ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint, WorkspaceSession, utcnow
+from emissions.app import create_app
+from emissions.models import (ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint,
+                              WorkspaceFlash, WorkspaceSession, utcnow)
 from emissions.workspace import accounts
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org
 
@@ -336,6 +339,42 @@ def test_reloading_the_new_key_page_creates_no_second_key(client, acme_user):
     client.get("/workspace/keys/new", status=303)
     client.get("/workspace/keys/new", status=303)
     assert ApiKey.select().count() == 1
+
+
+def test_the_new_key_is_shown_by_another_worker_and_the_database_holds_it_only_sealed(client, config, acme_user):
+    # A second worker (or instance): its own memory, the same database; the browser's cookies go along.
+    other = TestApp(create_app(config))
+    other.cookiejar = client.cookiejar
+    sign_in(client)
+    page = client.get("/workspace/keys")
+    created = client.post("/workspace/keys", [("csrf", csrf_token(page)), ("name", "ci"), ("environment", "test"),
+                                              ("scopes", "emissions:calculate")], status=303)
+    [waiting] = WorkspaceFlash.select()
+    shown = other.get(created.headers["Location"])
+    plain = shown_key(shown)
+    assert plain.encode() not in bytes.fromhex(waiting.sealed) and plain.encode().hex() not in waiting.sealed
+    assert WorkspaceFlash.select().count() == 0  # shown once, then gone
+    assert other.get("/workspace/keys/new", status=303).headers["Location"].endswith("/workspace/keys")
+    assert client.get("/workspace/keys/new", status=303)
+
+
+def test_what_waits_to_be_shown_ends_with_the_session_and_needs_the_browser_s_pad(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/keys")
+    client.post("/workspace/keys", [("csrf", csrf_token(page)), ("name", "ci"), ("environment", "test"),
+                                    ("scopes", "emissions:calculate")], status=303)
+    [waiting] = WorkspaceFlash.select()
+    cookie = client.cookies["emissions_flash_key"]
+    flash_id, pad = cookie.split(".")
+    assert flash_id == waiting.id and len(pad) == len(waiting.sealed)
+    client.set_cookie("emissions_flash_key", f"{flash_id}.{'00' * (len(pad) // 2)}")  # the wrong pad
+    assert client.get("/workspace/keys/new", status=303)
+    assert WorkspaceFlash.select().count() == 0  # a wrong pad used it up: nothing to guess at again
+    client.post("/workspace/keys", [("csrf", csrf_token(client.get("/workspace/keys"))), ("name", "two"),
+                                    ("environment", "test"), ("scopes", "emissions:calculate")], status=303)
+    assert WorkspaceFlash.select().count() == 1
+    client.post("/workspace/logout", {"csrf": csrf_token(client.get("/workspace"))}, status=303)
+    assert WorkspaceFlash.select().count() == 0
 
 
 def test_a_live_key_is_created_separately_with_the_live_prefix(client, acme_user):

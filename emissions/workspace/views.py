@@ -24,7 +24,7 @@ from .. import auth
 from .. import customers
 from .. import jsoncodec
 from .. import webhooks
-from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, db, utcnow
+from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, WorkspaceFlash, db, utcnow
 from . import accounts
 from . import chart
 from . import insights
@@ -53,7 +53,10 @@ error_log = logging.getLogger("emissions.error")
 def _headers(status: int, headers: dict | None = None) -> None:
     bottle.response.status = status
     for name, value in {**HTML_HEADERS, **(headers or {})}.items():
-        bottle.response.set_header(name, value)
+        if name == "Set-Cookie":  # beside a cookie set already (a Flash's)
+            bottle.response.add_header(name, value)
+        else:
+            bottle.response.set_header(name, value)
 
 
 def _number(value) -> str:
@@ -168,27 +171,62 @@ def _date(text: str) -> dt.date | None:
 
 
 class Flash:
-    """What is shown once after a POST-redirect-GET (a new key, a new signing secret), held in this
-    process for five minutes at most and handed out once, keyed by the session (never stored)."""
+    """What a page shows once after a POST-redirect-GET: a new key, a new signing secret, a notice.
+
+    The redirect may reach another worker or instance, so the value waits in the database
+    (workspace_flash), for five minutes at most, and is deleted when shown. It is stored sealed: its
+    JSON XOR a one-time pad of random bytes, and the pad is only in the browser's cookie, so neither
+    the database (nor a backup of it) nor the cookie alone holds the key or secret it shows.
+    """
 
     SECONDS = 300
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock=utcnow):
         self.clock = clock
-        self._items: collections.OrderedDict = collections.OrderedDict()
-        self._lock = threading.Lock()
+
+    @staticmethod
+    def cookie_name(kind: str) -> str:
+        return f"emissions_flash_{kind}"
 
     def put(self, session: Session, kind: str, value: dict) -> None:
-        with self._lock:
-            now = self.clock()
-            while self._items and (len(self._items) > 1000 or next(iter(self._items.values()))[0] < now):
-                self._items.popitem(last=False)
-            self._items[(session.id, kind)] = (now + self.SECONDS, value)
+        """Keep `value` for the session's next page of this kind; sets the cookie on the response."""
+        text = json.dumps(value).encode()
+        pad = secrets.token_bytes(len(text))
+        flash_id = secrets.token_urlsafe(16)
+        now = self.clock()
+        with db.atomic():
+            WorkspaceFlash.delete().where(WorkspaceFlash.expires_at <= now).execute()
+            WorkspaceFlash.create(id=flash_id, session=session.id, kind=kind, sealed=_xor(text, pad).hex(),
+                                  expires_at=now + dt.timedelta(seconds=self.SECONDS))
+        bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), f"{flash_id}.{pad.hex()}",
+                                                          self.SECONDS))
 
     def take(self, session: Session, kind: str) -> dict | None:
-        with self._lock:
-            found = self._items.pop((session.id, kind), None)
-        return found[1] if found and found[0] >= self.clock() else None
+        """The value put for this session and kind, once; None when there is none (or it expired)."""
+        cookie = bottle.request.get_cookie(self.cookie_name(kind)) or ""
+        if not cookie:
+            return None
+        bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), "", 0))
+        flash_id, _, pad_hex = cookie.partition(".")
+        row = WorkspaceFlash.get_or_none((WorkspaceFlash.id == flash_id) & (WorkspaceFlash.session == session.id)
+                                         & (WorkspaceFlash.kind == kind))
+        # Deleted by whoever shows it: of two requests at once, one.
+        if row is None or WorkspaceFlash.delete().where(WorkspaceFlash.id == row.id).execute() != 1:
+            return None
+        try:
+            pad, sealed = bytes.fromhex(pad_hex), bytes.fromhex(row.sealed)
+        except ValueError:
+            return None
+        if row.expires_at <= self.clock() or len(pad) != len(sealed):
+            return None
+        try:
+            return json.loads(_xor(sealed, pad))
+        except ValueError:  # a pad that is not this value's
+            return None
+
+
+def _xor(data: bytes, pad: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(data, pad))
 
 
 class PendingSignIns:
