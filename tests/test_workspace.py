@@ -341,6 +341,7 @@ def test_reloading_the_new_key_page_creates_no_second_key(client, acme_user):
     assert ApiKey.select().count() == 1
 
 
+@pytest.mark.on_both
 def test_the_new_key_is_shown_by_another_worker_and_the_database_holds_it_only_sealed(client, config, acme_user):
     # A second worker (or instance): its own memory, the same database; the browser's cookies go along.
     other = TestApp(create_app(config))
@@ -358,6 +359,7 @@ def test_the_new_key_is_shown_by_another_worker_and_the_database_holds_it_only_s
     assert client.get("/workspace/keys/new", status=303)
 
 
+@pytest.mark.on_both
 def test_what_waits_to_be_shown_ends_with_the_session_and_needs_the_browser_s_pad(client, acme_user):
     sign_in(client)
     page = client.get("/workspace/keys")
