@@ -294,7 +294,7 @@ def import_file(args, racing: str, load):
 def cmd_customer_import(args, config):
     org = organization(args.org)
     imported = import_file(args, "a customer with one of its references",
-                           lambda stream: customers.import_customers(org, args.env, stream))
+                           lambda stream: customers.import_customers(org, args.env, stream, name=args.file))
     emit(args, {"imported": imported, "organization": org.slug, "environment": args.env},
          f"imported {imported} customers into {org.slug} ({args.env})")
 

@@ -14,6 +14,7 @@ from typing import Callable, Iterator, NamedTuple, TextIO
 
 import peewee as pw
 
+from . import audit
 from . import jsoncodec
 from . import schemas
 from . import store
@@ -149,8 +150,10 @@ def read_import(stream: TextIO) -> tuple[list[ImportRow], list[RowProblem]]:
     return rows, found
 
 
-def import_customers(organization: Organization, environment: str, stream: TextIO) -> int:
-    """Create every customer in the CSV in one transaction, or none: raises ImportRejected."""
+def import_customers(organization: Organization, environment: str, stream: TextIO, name: str = "csv",
+                     actor: str = audit.CLI_ACTOR) -> int:
+    """Create every customer in the CSV in one transaction, or none: raises ImportRejected.
+    `name` (the file's) is the audit event's target."""
     rows, found = read_import(stream)
     with db.atomic():
         existing = set()
@@ -169,6 +172,8 @@ def import_customers(organization: Organization, environment: str, stream: TextI
                  "name": row.name, "status": row.status,
                  "country_code": row.country.upper() if row.country else None}
                 for row in rows[start:start + 500]]).execute()
+        audit.record("customer.imported", name, actor=actor, organization=organization, environment=environment,
+                     details={"imported": len(rows)})
     return len(rows)
 
 

@@ -12,7 +12,7 @@ import pytest
 from emissions import cli
 from emissions import customers
 from conftest import auth_headers, logistics_body, make_customer, make_key, post_calculation
-from emissions.models import Customer, CustomerRollup
+from emissions.models import AuditEvent, Customer, CustomerRollup
 
 
 @pytest.fixture
@@ -148,6 +148,9 @@ def test_import_creates_every_row(run, client, acme, tmp_path):
                     "acct-3": ("Fabrikam", "DE", "archived")}
     response = client.get("/v1/customers/acct:eu/2", headers=acme.headers(), status=200)
     assert response.json["name"] == "Contoso, Inc."
+    [event] = AuditEvent.select().where(AuditEvent.action == "customer.imported")
+    assert (event.actor, event.target, event.organization_id, event.environment) == ("cli", path, acme.org.id, "test")
+    assert json.loads(event.details) == {"imported": 3}
 
 
 def test_import_needs_only_reference_and_name_columns(run, acme, tmp_path):
@@ -196,6 +199,7 @@ def test_import_with_any_bad_row_imports_nothing_and_reports_every_bad_row(run, 
         {"line": 15, "field": "name", "reason": "must be at most 200 characters"},
     ]}
     assert references(acme.org) == ["cust-1", "taken"]
+    assert not AuditEvent.select().where(AuditEvent.action == "customer.imported").exists()
 
 
 def test_import_reports_bad_rows_as_text_lines(run, acme, tmp_path):
