@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -22,7 +21,7 @@ def prune_job(retention_days: int):
     def run() -> None:
         try:
             deleted = webhooks.prune(dt.timedelta(days=retention_days))
-            log.info(json.dumps({"pruned": deleted, "older_than_days": retention_days}))
+            log.info("pruned webhook events", extra={"fields": {"pruned": deleted, "older_than_days": retention_days}})
         except Exception:
             log.exception("pruning webhook events failed; tomorrow's run retries")
         finally:

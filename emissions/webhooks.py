@@ -106,6 +106,12 @@ class NewEvent(NamedTuple):
     created_at: dt.datetime
 
 
+def loggable_url(url: str) -> str:
+    """An endpoint's URL for a log line: its query, where receivers often put a token, as "?…"."""
+    base, question, _ = url.partition("?")
+    return base + ("?…" if question else "")
+
+
 def new_event(organization_id: int, environment: str, event_type: str, data_json: str,
               created_at: dt.datetime | None = None) -> NewEvent:
     """The event and its exact body, built before the outcome's transaction so that it stays short.
@@ -689,7 +695,7 @@ class Deliverer:
                  .execute())
         status = changes["delivery_status"] if held else "lease-lost"
         log.info("delivery attempt", extra={"fields": {
-            "event_id": claim.event_id, "attempt": number, "url": claim.url, "status_code": result.status_code,
+            "event_id": claim.event_id, "attempt": number, "url": loggable_url(claim.url), "status_code": result.status_code,
             "latency_ms": result.latency_ms, "error": result.error, "delivery_status": status}})
         return status
 

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import logging
 import os
 import signal
 import socket
@@ -103,6 +104,19 @@ def test_succeeded_event_is_signed_with_the_documented_formula(client, config, a
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.lock_token) == ("succeeded", 1, None)
     assert event.delivered_at is not None
+
+
+def test_the_delivery_log_line_shows_the_endpoint_without_its_query(client, config, acme, receiver, caplog):
+    endpoint(acme, receiver.url + "?token=receiver-secret")
+    post_calculation(client, acme, status=201)
+    caplog.set_level(logging.INFO, logger="emissions.webhooks")
+    worker = deliverer(config)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+    [line] = [record.fields for record in caplog.records if record.getMessage() == "delivery attempt"]
+    assert line["url"] == receiver.url + "?…" and line["status_code"] == 200
+    assert "receiver-secret" not in caplog.text
+    assert receiver.received[0].path == "/hooks?token=receiver-secret"  # sent as set, of course
 
 
 @pytest.mark.on_both
