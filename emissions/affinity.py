@@ -46,13 +46,30 @@ def choose(setting: str | tuple[int, ...], worker_index: int) -> int | None:
     return cpus[worker_index % len(cpus)]
 
 
+_unpinned: set[int] | None = None  # the CPUs this process could use before pin(), once pinned
+
+
 def pin(cpu: int) -> None:
     """Put every thread of this process on `cpu` (threads started later inherit it).
 
     sched_setaffinity(0) moves only the calling thread, so each thread of /proc/self/task is moved.
     """
+    global _unpinned
+    if _unpinned is None:
+        _unpinned = os.sched_getaffinity(0)
     for task in os.listdir("/proc/self/task"):
         try:
             os.sched_setaffinity(int(task), {cpu})
         except ProcessLookupError:  # a thread that ended meanwhile
             pass
+
+
+def release_this_thread() -> None:
+    """Let the calling thread run on any CPU the process could use before pin().
+
+    For threads whose work runs with the interpreter lock released (SQLite's WAL checkpoint, scrypt
+    for a sign-in): on the serving CPU they would take tens of milliseconds from the requests, and
+    elsewhere they hand the lock over rarely. Nothing to do in a process that was not pinned.
+    """
+    if _unpinned is not None:
+        os.sched_setaffinity(0, _unpinned)

@@ -14,6 +14,8 @@ from decimal import Decimal
 import peewee as pw
 from playhouse import db_url
 
+from . import affinity
+
 db = pw.DatabaseProxy()
 
 ENVIRONMENTS = ("test", "live")
@@ -53,7 +55,8 @@ class WalCheckpointer:
     By default the connection whose commit takes the log past 1000 pages copies the log into the
     database and syncs it, inside its request and while this process's writers queue behind it.
     Here a thread does that every `interval` seconds with a PASSIVE checkpoint (it never blocks or
-    waits for anyone, and SQLite does the work with the GIL released, on the other core), and the
+    waits for anyone, and SQLite does the work with the GIL released, on another core: the thread
+    leaves the serving process's CPU, see affinity.release_this_thread), and the
     request connections checkpoint themselves only past BACKSTOP_PAGES, should this thread fall behind.
     """
 
@@ -75,6 +78,7 @@ class WalCheckpointer:
         self._thread.join()
 
     def _run(self) -> None:
+        affinity.release_this_thread()  # SQLite copies the pages with the GIL released: off the serving CPU
         # Its own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction.
         connection = sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False)
         try:

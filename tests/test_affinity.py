@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -125,9 +126,40 @@ def test_serve_puts_every_thread_on_the_cpu_it_prints(tmp_path, monkeypatch):
         assert printed, line
         cpu = int(printed.group(1))
         assert cpu == min(allowed)  # auto: the first allowed CPU for the one process
-        threads = thread_cpus(process.pid)
-        assert len(threads) > 2, threads  # the main thread, Waitress's request thread(s), the scheduler...
-        assert threads == dict.fromkeys(threads, {cpu})
+        pinned, released = settled_threads(process.pid, allowed)
+        assert len(pinned) > 2, pinned  # the main thread, Waitress's request thread(s), the scheduler...
+        assert set(pinned.values()) == {cpu}
+        assert len(released) == 1, released  # the WAL checkpointer: SQLite's copying needs no interpreter lock
+
+
+def settled_threads(pid: int, allowed: set[int]) -> tuple[dict, dict]:
+    """(threads on one CPU, threads on every allowed CPU) of a served process, once its WAL
+    checkpointer has left the serving CPU (it does so first thing, just after serving begins)."""
+    for _ in range(500):
+        threads = thread_cpus(pid)
+        released = {tid: cpus for tid, cpus in threads.items() if cpus == allowed}
+        if released:
+            break
+        time.sleep(0.01)
+    pinned = {tid: next(iter(cpus)) for tid, cpus in threads.items() if len(cpus) == 1}
+    assert len(pinned) + len(released) == len(threads), threads
+    return pinned, released
+
+
+def test_a_sign_in_s_scrypt_runs_off_the_pinned_cpu(tmp_path):
+    """The hashing pool's threads leave the serving CPU: scrypt runs without the interpreter lock,
+    and on the serving CPU a sign-in would take tens of milliseconds from the requests."""
+    allowed = allowed_cpus()
+    script = (
+        "import os, json\n"
+        "from emissions import affinity\n"
+        "from emissions.workspace import accounts\n"
+        f"affinity.pin({min(allowed)})\n"
+        "hasher = accounts.Hasher()\n"
+        "print(json.dumps([sorted(os.sched_getaffinity(0)), sorted(hasher.run(os.sched_getaffinity, 0))]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[min(allowed)], sorted(allowed)]
 
 
 def test_serve_with_cpu_affinity_off_leaves_every_thread_on_the_allowed_cpus(tmp_path, monkeypatch):
@@ -163,9 +195,9 @@ def test_each_of_two_workers_runs_all_its_threads_on_a_cpu_of_its_own(tmp_path, 
         assert len(workers) == 2, workers
         on = []
         for pid in workers:
-            threads = thread_cpus(pid)
-            assert len(threads) > 1, threads
-            [cpu] = set().union(*threads.values())  # every thread of the worker on the one CPU
+            pinned, released = settled_threads(pid, allowed)
+            assert len(pinned) > 1 and len(released) == 1, (pinned, released)  # but its WAL checkpointer
+            [cpu] = set(pinned.values())  # every other thread of the worker on the one CPU
             on.append(cpu)
         assert on == cpus
         parent = thread_cpus(process.pid)  # the parent only waits: not pinned
