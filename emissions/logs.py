@@ -70,13 +70,15 @@ class GatheringWriter(logging.StreamHandler):
     The stock handler flushes after every line: under load, a system call per request.
     """
 
+    MOST = 1000  # lines gathered at most before they are written
+
     def __init__(self, stream=None):
         super().__init__(stream)
         self.gathered: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.gathered.append(self.format(record) + self.terminator)
+            self.add(self.format(record))
         except Exception:
             self.handleError(record)
 
@@ -84,13 +86,19 @@ class GatheringWriter(logging.StreamHandler):
         """A line formatted already (an access line)."""
         with self.lock:
             self.gathered.append(line + self.terminator)
+            if len(self.gathered) >= self.MOST:
+                self.flush()
 
     def flush(self) -> None:
         with self.lock:
-            if self.gathered:
-                text, self.gathered = "".join(self.gathered), []
-                self.stream.write(text)
-            super().flush()
+            text, self.gathered = "".join(self.gathered), []
+            try:
+                if text:
+                    self.stream.write(text)
+                super().flush()
+            except Exception:  # a stream that fails (a closed pipe) loses these lines, never the listener
+                self.handleError(logging.makeLogRecord({"msg": "%d log lines were not written",
+                                                        "args": (text.count(self.terminator),)}))
 
 
 class PollingListener(logging.handlers.QueueListener):
@@ -120,11 +128,15 @@ class PollingListener(logging.handlers.QueueListener):
                 time.sleep(self.interval)
 
     def handle(self, record) -> None:
-        if type(record) is tuple:  # (time, fields) of an access line
-            created, fields = record
-            self.writer.add(json.dumps({"time": moment(created), "level": "info", "logger": ACCESS, **fields}))
-        else:
-            super().handle(record)
+        try:
+            if type(record) is tuple:  # (time, fields) of an access line
+                created, fields = record
+                self.writer.add(json.dumps({"time": moment(created), "level": "info", "logger": ACCESS, **fields},
+                                           default=str))
+            else:
+                super().handle(record)
+        except Exception:  # the listener's thread must go on: a line it cannot write is the only loss
+            self.writer.handleError(logging.makeLogRecord({"msg": "a log line could not be written"}))
 
     def stop(self) -> None:
         global _access_queue

@@ -19,7 +19,7 @@ from . import proxies
 
 from . import scheduler as webhook_scheduler
 from .app import SECURITY_HEADERS, create_app
-from .config import Config
+from .config import Config, ConfigError
 
 
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
@@ -104,6 +104,14 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
     return server
 
 
+def cpu_plan(config: Config, workers: int) -> list[int | None]:
+    """affinity.plan for CPU_AFFINITY; a CPU this process may not use stops the command (ConfigError)."""
+    try:
+        return affinity.plan(config.cpu_affinity, workers)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 class ListenError(RuntimeError):
     """The address cannot be listened on (taken, or not this machine's)."""
 
@@ -124,6 +132,7 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_out
 
 
 def _serve(config: Config, host: str, port: int, json_output: bool, announce, worker=None) -> None:
+    cpu = worker.cpu if worker else cpu_plan(config, 1)[0]
     app = create_app(config)
     try:
         server = create_server(app, host, port, config.serving_threads, config,
@@ -134,9 +143,8 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         raise ListenError(f"cannot listen on {host}:{port}: {exc}") from None
     # Once it can listen (a process that cannot is left as it was); pin() moves the threads
     # started already, and those started later inherit the CPU.
-    cpu = affinity.choose(config.cpu_affinity, worker.index if worker else 0)
-    if cpu is not None:
-        affinity.pin(cpu)
+    if cpu is not None and not affinity.pin(cpu):
+        cpu = None
     # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
     scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import peewee as pw
 from playhouse import db_url
 
-from . import affinity
 from . import models
 from .config import Config
 
@@ -38,6 +37,7 @@ class Worker:
     index: int
     socket: socket.socket
     ready_pipe: int
+    cpu: int | None = None  # the CPU it serves on (CPU_AFFINITY), None: any
 
     @property
     def runs_scheduler(self) -> bool:
@@ -146,6 +146,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     except (OSError, UnicodeError) as exc:
         raise server.ListenError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     port = reservation.getsockname()[1]
+    cpus = server.cpu_plan(config, workers)  # once, here: the workers must not each start from their own CPU
     # No connection or thread may cross the fork: every worker opens its own.
     if models.db.obj is not None:
         models.db.close()
@@ -161,7 +162,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
         pid = os.fork()
         if pid == 0:  # the worker
             os.close(ready_read)
-            _run_worker(share, host, port, Worker(index, None, ready_write), reservation, parent)
+            _run_worker(share, host, port, Worker(index, None, ready_write, cpus[index]), reservation, parent)
         children.append(pid)
     os.close(ready_write)
     stopping = unexpected = False
@@ -188,7 +189,6 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
             raise server.ListenError(f"cannot serve on {host}:{port}: a worker failed to start (see above)")
         if not stopping:
             url = f"http://{host}:{port}"
-            cpus = [affinity.choose(config.cpu_affinity, index) for index in range(workers)]
             if announce is not None:
                 announce(url)
             elif json_output:

@@ -19,7 +19,7 @@ from test_production import children_of
 EMISSIONS = Path(sys.executable).with_name("emissions")
 
 
-# --- parse and choose ------------------------------------------------------------------------------
+# --- parse and plan --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, setting", [
     ("auto", "auto"),
@@ -39,21 +39,87 @@ def test_parse_refuses_what_is_no_cpu_list(text):
         affinity.parse(text)
 
 
-def test_choose_off_leaves_the_process_to_the_kernel():
-    assert affinity.choose("off", 0) is None
+def test_parse_refuses_a_range_beyond_any_machine():
+    with pytest.raises(ValueError, match="beyond CPU"):
+        affinity.parse("0-999999999")
 
 
-def test_choose_goes_round_a_cpu_list_by_worker_index():
-    assert [affinity.choose((4, 6), index) for index in range(5)] == [4, 6, 4, 6, 4]
+def test_plan_off_leaves_every_worker_to_the_kernel():
+    assert affinity.plan("off", 3) == [None, None, None]
 
 
-def test_choose_auto_takes_the_allowed_cpus_and_leaves_a_one_cpu_process_alone(monkeypatch):
-    # The allowed set is the operating system's (a container, taskset): what a test cannot arrange.
+def test_plan_goes_round_a_cpu_list_by_worker_index(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 6, 7})
+    assert affinity.plan((4, 6), 5) == [4, 6, 4, 6, 4]
+    with pytest.raises(ValueError, match="names CPU 5, which this process may not use"):
+        affinity.plan((4, 5), 1)
+
+
+def test_plan_auto_starts_at_the_cpu_the_kernel_chose_and_goes_round_the_allowed(monkeypatch):
+    # The allowed set, the current CPU and the cgroup are the operating system's: what a test cannot arrange.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5, 2, 9})
-    assert [affinity.choose("auto", index) for index in range(4)] == [2, 5, 9, 2]
+    monkeypatch.setattr(affinity, "cpu_time_capped", lambda: False)
+    monkeypatch.setattr(affinity, "current_cpu", lambda: 5)
+    assert affinity.plan("auto", 4) == [5, 9, 2, 5]
+    monkeypatch.setattr(affinity, "current_cpu", lambda: None)
+    assert affinity.plan("auto", 2) == [2, 5]
+
+
+def test_plan_auto_pins_nothing_with_one_cpu_or_a_cpu_time_cap(monkeypatch):
+    monkeypatch.setattr(affinity, "cpu_time_capped", lambda: False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
-    assert affinity.choose("auto", 0) is None
-    assert affinity.choose((3,), 0) == 3  # a list is taken as given
+    assert affinity.plan("auto", 2) == [None, None]
+    assert affinity.plan((3,), 1) == [3]  # a list is taken as given
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(affinity, "cpu_time_capped", lambda: True)
+    assert affinity.plan("auto", 2) == [None, None]
+
+
+def test_current_cpu_reads_field_39_of_proc_stat(tmp_path):
+    stat = tmp_path / "stat"
+    fields = [str(number) for number in range(3, 53)]
+    fields[39 - 3] = "7"
+    stat.write_text("1234 (emis sions) (x) " + " ".join(fields) + "\n")  # a name may hold spaces and parentheses
+    assert affinity.current_cpu(stat) == 7
+    assert affinity.current_cpu(tmp_path / "missing") is None
+    assert affinity.current_cpu(Path("/proc/self/stat")) in os.sched_getaffinity(0)
+
+
+@pytest.mark.parametrize("cgroup, files, capped", [
+    ("0::/\n", {"cpu.max": "max 100000"}, False),
+    ("0::/\n", {"cpu.max": "200000 100000"}, True),  # a container limited to 2 CPUs
+    ("0::/system.slice/emissions.service\n", {"system.slice/emissions.service/cpu.max": "50000 100000"}, True),
+    ("0::/a/b\n", {"a/cpu.max": "100000 100000", "a/b/cpu.max": "max 100000"}, True),  # a cap above
+    ("0::/a/b\n", {}, False),
+    ("1:cpu,cpuacct:/docker/x\n0::/\n", {"cpu,cpuacct/docker/x/cpu.cfs_quota_us": "150000"}, True),
+    ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1"}, False),  # cgroup v1 without a quota (this machine's kind)
+    ("4:memory:/x\n", {"memory/x/memory.max": "1"}, False),
+], ids=["v2-none", "v2-container", "v2-systemd-unit", "v2-parent", "v2-no-files", "v1-docker", "v1-none",
+        "other-controllers"])
+def test_cpu_time_capped_reads_the_cgroup_and_those_above_it(tmp_path, cgroup, files, capped):
+    (tmp_path / "cgroup").write_text(cgroup)
+    root = tmp_path / "sys"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    assert affinity.cpu_time_capped(tmp_path / "cgroup", root) is capped
+
+
+def test_a_pin_the_system_refuses_is_a_warning_and_the_process_serves_unpinned(monkeypatch, caplog):
+    calls = []
+
+    def refuse(pid, cpus):  # a sandbox's policy (EPERM): what a test cannot arrange
+        calls.append(cpus)
+        if cpus == {0}:
+            raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setaffinity", refuse)
+    monkeypatch.setattr(affinity, "_unpinned", None)
+    assert affinity.pin(0) is False
+    assert "could not run on CPU 0" in caplog.text and "serving unpinned" in caplog.text
+    assert calls[-1] == os.sched_getaffinity(0)  # put back as it was
+    affinity.release_this_thread()  # nothing was pinned: nothing to release
+    assert calls[-1] == os.sched_getaffinity(0)
 
 
 # --- a setting that cannot be used -----------------------------------------------------------------
@@ -125,7 +191,7 @@ def test_serve_puts_every_thread_on_the_cpu_it_prints(tmp_path, monkeypatch):
         printed = re.fullmatch(r"Serving on http://127\.0\.0\.1:\d+ \(threads=\d+, CPU (\d+)\)", line)
         assert printed, line
         cpu = int(printed.group(1))
-        assert cpu == min(allowed)  # auto: the first allowed CPU for the one process
+        assert cpu in allowed  # auto: where the kernel placed it
         pinned, released = settled_threads(process.pid, allowed)
         assert len(pinned) > 2, pinned  # the main thread, Waitress's request thread(s), the scheduler...
         assert set(pinned.values()) == {cpu}

@@ -5,6 +5,7 @@ import io
 import json
 import logging
 import re
+import time
 
 import pytest
 
@@ -103,3 +104,32 @@ def test_access_lines_follow_the_access_logger_s_level_queued_or_not(configured)
         access_logger.setLevel(logging.NOTSET)
     logs.access({"n": 3})  # not queued: a record like any other
     assert [line["n"] for line in lines(configured)] == [3]
+
+
+class FailingStream(io.StringIO):
+    """A stream whose first write fails, as a closed pipe's would."""
+
+    failed = False
+
+    def write(self, text):
+        if not self.failed:
+            self.failed = True
+            raise BrokenPipeError("the reader went away")
+        return super().write(text)
+
+
+def test_a_failed_write_or_an_odd_field_loses_lines_never_the_listener(configured, monkeypatch):
+    monkeypatch.setattr(logging, "raiseExceptions", False)  # handleError stays quiet, as in production
+    stream = FailingStream()
+    listener = logs.configure(queued=True, stream=stream)
+    logs.access({"n": 0})
+    for _ in range(100):  # the first flush meets the failing write
+        if stream.failed:
+            break
+        time.sleep(0.01)
+    logs.access({"n": 1, "odd": object()})  # written with its text
+    logs.access({"n": 2})
+    listener.stop()
+    written = lines(stream)
+    assert [line["n"] for line in written] == [1, 2]
+    assert written[0]["odd"].startswith("<object object")

@@ -2,6 +2,7 @@
 keys shown once after a redirect, customers, webhooks, team and audit, through WebTest."""
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import re
 import threading
@@ -353,7 +354,8 @@ def test_the_new_key_is_shown_by_another_worker_and_the_database_holds_it_only_s
     [waiting] = WorkspaceFlash.select()
     shown = other.get(created.headers["Location"])
     plain = shown_key(shown)
-    assert plain.encode() not in bytes.fromhex(waiting.sealed) and plain.encode().hex() not in waiting.sealed
+    tag, sealed = waiting.sealed.split(".")
+    assert plain.encode() not in bytes.fromhex(sealed) and plain.encode().hex() not in sealed
     assert WorkspaceFlash.select().count() == 0  # shown once, then gone
     assert other.get("/workspace/keys/new", status=303).headers["Location"].endswith("/workspace/keys")
     assert client.get("/workspace/keys/new", status=303)
@@ -368,8 +370,8 @@ def test_what_waits_to_be_shown_ends_with_the_session_and_needs_the_browser_s_pa
     [waiting] = WorkspaceFlash.select()
     cookie = client.cookies["emissions_flash_key"]
     flash_id, pad = cookie.split(".")
-    assert flash_id == waiting.id and len(pad) == len(waiting.sealed)
-    client.set_cookie("emissions_flash_key", f"{flash_id}.{'00' * (len(pad) // 2)}")  # the wrong pad
+    assert flash_id == waiting.id and len(base64.urlsafe_b64decode(pad + "==")) * 2 == len(waiting.sealed.split(".")[1])
+    client.set_cookie("emissions_flash_key", f"{flash_id}.{'A' * len(pad)}")  # another pad of the same length
     assert client.get("/workspace/keys/new", status=303)
     assert WorkspaceFlash.select().count() == 0  # a wrong pad used it up: nothing to guess at again
     client.post("/workspace/keys", [("csrf", csrf_token(client.get("/workspace/keys"))), ("name", "two"),
@@ -377,6 +379,28 @@ def test_what_waits_to_be_shown_ends_with_the_session_and_needs_the_browser_s_pa
     assert WorkspaceFlash.select().count() == 1
     client.post("/workspace/logout", {"csrf": csrf_token(client.get("/workspace"))}, status=303)
     assert WorkspaceFlash.select().count() == 0
+
+
+@pytest.mark.parametrize("cookie", ["", "no-dot", "x" * 22 + ".", '"\\000x"', "\u00e9" * 30,
+                                    "A" * 22 + "." + "B" * 5000, "A" * 22 + ".@@@@"])
+def test_a_flash_cookie_that_is_not_one_we_set_shows_nothing_and_is_cleared(client, acme_user, cookie):
+    sign_in(client)
+    client.set_cookie("emissions_flash_key", cookie)
+    client.set_cookie("emissions_flash_notice", cookie)
+    assert client.get("/workspace/keys/new", status=303)
+    assert client.get("/workspace/team", status=200)
+
+
+def test_a_key_with_a_long_non_ascii_name_fits_the_cookie_a_browser_keeps(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/keys")
+    created = client.post("/workspace/keys", [("csrf", csrf_token(page)), ("name", "🚚" * 200),
+                                              ("environment", "test"), ("scopes", "emissions:read")], status=303)
+    [cookie] = [value for name, value in created.headerlist
+                if name == "Set-Cookie" and value.startswith("emissions_flash_key=")]
+    assert len(cookie) < 4096 - 100, len(cookie)  # browsers drop a cookie over 4,096 bytes
+    shown = created.follow()
+    assert shown_key(shown) and "🚚" * 200 in shown.text
 
 
 def test_a_live_key_is_created_separately_with_the_live_prefix(client, acme_user):

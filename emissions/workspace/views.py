@@ -1,9 +1,11 @@
 """The workspace's pages: each handler reads the form or the query, calls the domain, renders a template."""
 from __future__ import annotations
 
+import base64
 import collections
 import datetime as dt
 import functools
+import hashlib
 import hmac
 import itertools
 import json
@@ -176,29 +178,38 @@ class Flash:
     The redirect may reach another worker or instance, so the value waits in the database
     (workspace_flash), for five minutes at most, and is deleted when shown. It is stored sealed: its
     JSON XOR a one-time pad of random bytes, and the pad is only in the browser's cookie, so neither
-    the database (nor a backup of it) nor the cookie alone holds the key or secret it shows.
+    the database (nor a backup of it) nor the cookie alone holds the key or secret it shows. An HMAC
+    of the value under the instance secret, kept beside it, refuses any pad but the one given.
     """
 
     SECONDS = 300
+    COOKIE_VALUE = re.compile(r"([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{1,3000})")
 
-    def __init__(self, clock=utcnow):
+    def __init__(self, secret: bytes, clock=utcnow):
+        self.key = hmac.new(secret, b"workspace-flash", hashlib.sha256).digest()
         self.clock = clock
 
     @staticmethod
     def cookie_name(kind: str) -> str:
         return f"emissions_flash_{kind}"
 
+    def _tag(self, flash_id: str, kind: str, text: bytes) -> str:
+        return hmac.new(self.key, f"{flash_id}.{kind}.".encode() + text, hashlib.sha256).hexdigest()
+
     def put(self, session: Session, kind: str, value: dict) -> None:
-        """Keep `value` for the session's next page of this kind; sets the cookie on the response."""
-        text = json.dumps(value).encode()
+        """Keep `value` for the session's next page of this kind; sets the cookie on the response.
+        Call it in the transaction of the change it shows, so that the change is not made unshown."""
+        text = json.dumps(value, ensure_ascii=False).encode()
         pad = secrets.token_bytes(len(text))
         flash_id = secrets.token_urlsafe(16)
         now = self.clock()
         with db.atomic():
             WorkspaceFlash.delete().where(WorkspaceFlash.expires_at <= now).execute()
-            WorkspaceFlash.create(id=flash_id, session=session.id, kind=kind, sealed=_xor(text, pad).hex(),
+            WorkspaceFlash.create(id=flash_id, session=session.id, kind=kind,
+                                  sealed=f"{self._tag(flash_id, kind, text)}.{_xor(text, pad).hex()}",
                                   expires_at=now + dt.timedelta(seconds=self.SECONDS))
-        bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), f"{flash_id}.{pad.hex()}",
+        sealing = base64.urlsafe_b64encode(pad).decode().rstrip("=")
+        bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), f"{flash_id}.{sealing}",
                                                           self.SECONDS))
 
     def take(self, session: Session, kind: str) -> dict | None:
@@ -207,22 +218,27 @@ class Flash:
         if not cookie:
             return None
         bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), "", 0))
-        flash_id, _, pad_hex = cookie.partition(".")
+        found = self.COOKIE_VALUE.fullmatch(cookie)
+        if found is None:
+            return None
+        flash_id, sealing = found.groups()
         row = WorkspaceFlash.get_or_none((WorkspaceFlash.id == flash_id) & (WorkspaceFlash.session == session.id)
                                          & (WorkspaceFlash.kind == kind))
-        # Deleted by whoever shows it: of two requests at once, one.
+        # Deleted by whoever shows it: of two requests at once, one. A wrong pad uses it up as well.
         if row is None or WorkspaceFlash.delete().where(WorkspaceFlash.id == row.id).execute() != 1:
             return None
+        tag, _, sealed_hex = row.sealed.partition(".")
         try:
-            pad, sealed = bytes.fromhex(pad_hex), bytes.fromhex(row.sealed)
+            pad = base64.urlsafe_b64decode(sealing + "=" * (-len(sealing) % 4))
+            sealed = bytes.fromhex(sealed_hex)
         except ValueError:
             return None
-        if row.expires_at <= self.clock() or len(pad) != len(sealed):
+        text = _xor(sealed, pad)
+        if (row.expires_at <= self.clock() or len(pad) != len(sealed)
+                or not hmac.compare_digest(tag, self._tag(flash_id, kind, text))):
             return None
-        try:
-            return json.loads(_xor(sealed, pad))
-        except ValueError:  # a pad that is not this value's
-            return None
+        value = json.loads(text)
+        return value if isinstance(value, dict) else None
 
 
 def _xor(data: bytes, pad: bytes) -> bytes:
@@ -306,7 +322,7 @@ class Workspace:
         self.test_capacity = test_capacity
         self.hasher = hasher or accounts.Hasher()
         self.throttle = throttle or accounts.SignInThrottle()
-        self.flash = Flash()
+        self.flash = Flash(secret)
         self.pending = PendingSignIns()
         # A sign-in may wait for its password check on a serving thread while the hashing pool cannot
         # hold every serving thread waiting, or while other worker processes answer the API meanwhile
@@ -581,11 +597,13 @@ class Workspace:
                                                              allow_private_live=self.allow_private_live)
                     audit.record("endpoint.set", endpoint.url, actor=session.actor, organization=org,
                                  environment=environment)
+                    self.flash.put(session, "secret", {"secret": secret})  # no secret made that is never shown
             elif action == "rotate":
                 with db.atomic():
                     endpoint, secret = webhooks.rotate_secret(org.id, environment)
                     audit.record("endpoint.rotated", endpoint.url, actor=session.actor, organization=org,
                                  environment=environment)
+                    self.flash.put(session, "secret", {"secret": secret})
             elif action == "remove":
                 with db.atomic():
                     endpoint = webhooks.remove_endpoint(org.id, environment)
@@ -599,7 +617,6 @@ class Workspace:
                 return self.webhooks_page(error="Unknown action.", status=400)
         except webhooks.WebhookError as exc:
             return self.webhooks_page(error=f"Not changed: {exc}.", status=400, url=_field(form, "url"))
-        self.flash.put(session, "secret", {"secret": secret})
         return redirect("/workspace/webhooks")
 
     @form_post
@@ -653,16 +670,16 @@ class Workspace:
                                       status=400, form=kept)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         try:
-            with db.atomic():  # a key exists only with its audit event
+            with db.atomic():  # a key exists only with its audit event, and with the page that shows it
                 key, plain = auth.create_key(org, kept["environment"], kept["scopes"], self.secret,
                                              name=name.strip(), expires_at=expires_at)
                 audit.record("key.created", key.id, actor=session.actor, organization=org,
                              environment=key.environment, details={"name": name, "scopes": sorted(key.scope_set)})
+                self.flash.put(session, "key", {"key": plain, "id": key.id, "name": name})
         except ValueError as exc:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400, form=kept)
         if key.environment != session.environment:
             self.sessions.switch_environment(session, key.environment)
-        self.flash.put(session, "key", {"key": plain, "id": key.id, "name": name})
         return redirect("/workspace/keys/new")
 
     def _own_key(self, session: Session, key_id: str) -> ApiKey | None:
