@@ -212,6 +212,24 @@ def test_a_removed_users_open_session_ends_at_once(client, app, acme_user):
     assert "ada@acme.example was removed" in client.get("/workspace/team").text
 
 
+def test_removing_a_teammate_asks_first_and_the_page_alone_removes_nothing(client, acme_user):
+    workspace.create_user(acme_user, "ada@acme.example", PASSWORD)
+    sign_in(client)
+    ada = User.get(User.email == "ada@acme.example")
+    team = client.get("/workspace/team")
+    assert f'href="/workspace/team/{ada.id}/remove"' in team.text and 'method="post" action="/workspace/team/' not in team.text
+    confirm = client.get(f"/workspace/team/{ada.id}/remove")
+    assert "Remove ada@acme.example?" in confirm.text and 'href="/workspace/team"' in confirm.text
+    assert User.get_or_none(User.email == "ada@acme.example") is not None
+    me = User.get(User.email == "ops@acme.example")
+    assert client.get(f"/workspace/team/{me.id}/remove", status=400)
+    assert client.get("/workspace/team/999999/remove", status=404)
+    assert client.get("/workspace/team/x/remove", status=404)
+    [form] = [form for form in confirm.forms.values() if form.action.endswith(f"/team/{ada.id}/remove")]
+    form.submit(status=303)
+    assert User.get_or_none(User.email == "ada@acme.example") is None
+
+
 def test_changing_ones_password_ends_the_other_sessions_and_keeps_this_one(client, app, acme_user):
     sign_in(client)
     elsewhere = type(client)(app)

@@ -212,6 +212,7 @@ def test_a_removed_users_open_session_ends(browser, site, page):
         sign_in(bob, "bob@acme.example")
         sign_in(page)
         page.goto("/workspace/team")
+        page.get_by_role("link", name="Remove bob@acme.example").click()
         page.get_by_role("button", name="Remove bob@acme.example").click()
         assert "bob@acme.example was removed" in page.inner_text("main")
         bob.goto("/workspace/keys")

@@ -17,7 +17,7 @@
       <tr data-user="{{user.email}}"><td>{{user.email}}{{!' <span class="badge">you</span>' if user.id == session.user.id else ''}}</td><td class="nowrap">{{day(user.created_at)}}</td><td class="nowrap">{{when(user.last_sign_in_at) if user.last_sign_in_at else 'Never'}}</td>
       <td>
 %   if user.id != session.user.id:
-        <form method="post" action="/workspace/team/{{user.id}}/remove"><input type="hidden" name="csrf" value="{{csrf}}"><button class="small danger" aria-label="Remove {{user.email}}">Remove</button></form>
+        <a class="button small danger" href="/workspace/team/{{user.id}}/remove" aria-label="Remove {{user.email}}">Remove</a>
 %   end
       </td></tr>
 % end

@@ -728,15 +728,28 @@ class Workspace:
         self.flash.put(session, "notice", {"text": f"{user.email} can now sign in."})
         return redirect("/workspace/team")
 
-    @form_post
-    def remove_user(self, session: Session, form: dict, user_id: str):
+    def _removable(self, session: Session, user_id: str):
+        """(the teammate, None), or (None, the team page saying why that user cannot be removed)."""
         user = None
         if re.fullmatch(r"[1-9][0-9]{0,17}", user_id):
             user = User.get_or_none((User.id == int(user_id)) & (User.organization == session.organization.id))
         if user is None:
-            return self.team_page(error="No such user.", status=404)
+            return None, self.team_page(error="No such user.", status=404)
         if user.id == session.user.id:
-            return self.team_page(error="You cannot remove yourself; ask a teammate.", status=400)
+            return None, self.team_page(error="You cannot remove yourself; ask a teammate.", status=400)
+        return user, None
+
+    @signed_in
+    def remove_user_page(self, session: Session, user_id: str):
+        """Asks before removing, as revoking a key does."""
+        user, refused = self._removable(session, user_id)
+        return refused or render("remove_user", title="Remove teammate", user=user, **self.chrome(session, "team"))
+
+    @form_post
+    def remove_user(self, session: Session, form: dict, user_id: str):
+        user, refused = self._removable(session, user_id)
+        if refused is not None:
+            return refused
         accounts.delete_user(user, actor=session.actor)
         self.flash.put(session, "notice", {"text": f"{user.email} was removed and signed out."})
         return redirect("/workspace/team")
@@ -820,6 +833,7 @@ def routes(app, secret: bytes) -> Workspace:
     route("/workspace/keys/<key_id>/revoke", "POST", workspace.revoke_key)
     route("/workspace/team", "GET", workspace.team_page)
     route("/workspace/team", "POST", workspace.add_user)
+    route("/workspace/team/<user_id>/remove", "GET", workspace.remove_user_page)
     route("/workspace/team/<user_id>/remove", "POST", workspace.remove_user)
     route("/workspace/password", "POST", workspace.change_password)
     route("/workspace/audit", "GET", workspace.audit_page)
