@@ -80,6 +80,8 @@ def cpu_time_capped(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = 
     except OSError:
         return False
     for line in lines:
+        if line.count(":") < 2:
+            continue
         _, controllers, path = line.split(":", 2)
         if controllers == "":
             bases, limit_file = [root, root / "unified"], "cpu.max"
@@ -140,7 +142,11 @@ def release_this_thread() -> None:
 
 
 def _put_back(cpus: set[int]) -> None:
-    for task in os.listdir("/proc/self/task"):
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        tasks = [str(os.getpid())]
+    for task in tasks:
         try:
             os.sched_setaffinity(int(task), cpus)
         except OSError:

@@ -145,6 +145,8 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
     # started already, and those started later inherit the CPU.
     if cpu is not None and not affinity.pin(cpu):
         cpu = None
+    if worker is not None:
+        worker.cpu = cpu  # what it tells the parent
     # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
     scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None

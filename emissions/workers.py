@@ -44,8 +44,8 @@ class Worker:
         return self.index == 0
 
     def ready(self, url: str) -> None:
-        """Tell the parent that this worker is listening."""
-        os.write(self.ready_pipe, b".")
+        """Tell the parent that this worker is listening, and on which CPU ("-": any)."""
+        os.write(self.ready_pipe, f"{self.index} {'-' if self.cpu is None else self.cpu}\n".encode())
         os.close(self.ready_pipe)
 
 
@@ -183,7 +183,8 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         started = _read_ready(ready_read, workers)
-        if started < workers and not stopping:
+        cpus = [started.get(index) for index in range(workers)]  # where each runs: a refused pin is None
+        if len(started) < workers and not stopping:
             stop(None, None)
             _wait_all(children)
             raise server.ListenError(f"cannot serve on {host}:{port}: a worker failed to start (see above)")
@@ -252,20 +253,24 @@ def _stop_worker(signum, frame):
     raise SystemExit(0)  # before server.serve has its own handler: leave through the cleanup
 
 
-def _read_ready(pipe: int, expected: int) -> int:
-    """How many workers said they listen, reading until all did or every writer is gone."""
-    count = 0
+def _read_ready(pipe: int, expected: int) -> dict[int, int | None]:
+    """Each worker that said it listens, with its CPU, reading until all did or every writer is gone."""
+    text = b""
     try:
-        while count < expected:
-            chunk = os.read(pipe, expected)
+        while text.count(b"\n") < expected:
+            chunk = os.read(pipe, 4096)
             if not chunk:
                 break
-            count += len(chunk)
+            text += chunk
     except InterruptedError:  # a signal during the wait: we are stopping
         pass
     finally:
         os.close(pipe)
-    return count
+    started = {}
+    for line in text.decode().splitlines():
+        index, cpu = line.split()
+        started[int(index)] = None if cpu == "-" else int(cpu)
+    return started
 
 
 def _signal_all(children: list[int], signum: int) -> None:

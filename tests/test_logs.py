@@ -119,14 +119,15 @@ class FailingStream(io.StringIO):
 
 
 def test_a_failed_write_or_an_odd_field_loses_lines_never_the_listener(configured, monkeypatch):
-    monkeypatch.setattr(logging, "raiseExceptions", False)  # handleError stays quiet, as in production
+    monkeypatch.setattr(logging, "raiseExceptions", False)  # handleError prints nothing into the test's output
     stream = FailingStream()
     listener = logs.configure(queued=True, stream=stream)
     logs.access({"n": 0})
-    for _ in range(100):  # the first flush meets the failing write
+    for _ in range(1000):  # the first flush meets the failing write (the listener looks every 0.1 s)
         if stream.failed:
             break
         time.sleep(0.01)
+    assert stream.failed
     logs.access({"n": 1, "odd": object()})  # written with its text
     logs.access({"n": 2})
     listener.stop()

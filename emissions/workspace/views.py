@@ -196,18 +196,20 @@ class Flash:
     def _tag(self, flash_id: str, kind: str, text: bytes) -> str:
         return hmac.new(self.key, f"{flash_id}.{kind}.".encode() + text, hashlib.sha256).hexdigest()
 
+    MOST_BYTES = 2000  # the value's JSON at most: its pad must fit a cookie (COOKIE_VALUE)
+
     def put(self, session: Session, kind: str, value: dict) -> None:
         """Keep `value` for the session's next page of this kind; sets the cookie on the response.
-        Call it in the transaction of the change it shows, so that the change is not made unshown."""
+        For a secret, call it in the transaction that makes the secret, so that none is made unshown
+        (a value too long for a cookie is a ValueError there)."""
         text = json.dumps(value, ensure_ascii=False).encode()
+        if len(text) > self.MOST_BYTES:
+            raise ValueError("what it would show is too long to be shown once")
         pad = secrets.token_bytes(len(text))
         flash_id = secrets.token_urlsafe(16)
-        now = self.clock()
-        with db.atomic():
-            WorkspaceFlash.delete().where(WorkspaceFlash.expires_at <= now).execute()
-            WorkspaceFlash.create(id=flash_id, session=session.id, kind=kind,
-                                  sealed=f"{self._tag(flash_id, kind, text)}.{_xor(text, pad).hex()}",
-                                  expires_at=now + dt.timedelta(seconds=self.SECONDS))
+        WorkspaceFlash.create(id=flash_id, session=session.id, kind=kind,
+                              sealed=f"{self._tag(flash_id, kind, text)}.{_xor(text, pad).hex()}",
+                              expires_at=self.clock() + dt.timedelta(seconds=self.SECONDS))
         sealing = base64.urlsafe_b64encode(pad).decode().rstrip("=")
         bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), f"{flash_id}.{sealing}",
                                                           self.SECONDS))
@@ -222,6 +224,9 @@ class Flash:
         if found is None:
             return None
         flash_id, sealing = found.groups()
+        # Rows never shown go with the next take, in a statement of its own (in put() it would hold
+        # them locked for the transaction of the change on PostgreSQL).
+        WorkspaceFlash.delete().where(WorkspaceFlash.expires_at <= self.clock()).execute()
         row = WorkspaceFlash.get_or_none((WorkspaceFlash.id == flash_id) & (WorkspaceFlash.session == session.id)
                                          & (WorkspaceFlash.kind == kind))
         # Deleted by whoever shows it: of two requests at once, one. A wrong pad uses it up as well.
@@ -768,7 +773,8 @@ class Workspace:
         # Every session of the user ended; this browser gets a new one.
         token = self.sessions.issue(session.user, session.environment)
         fresh = self.sessions.read(token)
-        self.flash.put(fresh, "notice", {"text": "Password changed. Your other sessions were signed out."})
+        if fresh is not None:  # None: the user or the organization went meanwhile; the sign-in page says so
+            self.flash.put(fresh, "notice", {"text": "Password changed. Your other sessions were signed out."})
         return redirect("/workspace/team", {"Set-Cookie": _cookie(COOKIE, token, accounts.SESSION_HOURS * 3600)})
 
     def not_found(self, rest: str):
