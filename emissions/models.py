@@ -62,7 +62,7 @@ class WalCheckpointer:
 
     BACKSTOP_PAGES = 10_000  # about 40 MB of log
 
-    def __init__(self, database: pw.SqliteDatabase, interval: float = 0.25):
+    def __init__(self, database: pw.SqliteDatabase, interval: float = 0.1):
         self.database = database
         self.interval = interval
         self._stopping = threading.Event()
