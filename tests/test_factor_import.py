@@ -22,12 +22,6 @@ def run(emissions):
     return emissions
 
 
-def ok(run, *argv) -> dict:
-    status, out, err = run(*argv, "--json")
-    assert (status, err) == (0, ""), err
-    return json.loads(out)
-
-
 def thousand_rows(bad_line: int | None = None) -> str:
     """A CSV of 1,000 factors with parts; the record on `bad_line` (counting the header as 1) has ttw without wtt."""
     lines = [HEADER]
@@ -48,10 +42,10 @@ def write(tmp_path, text: str, name: str = "factors.csv") -> str:
 
 # --- factor create with parts -------------------------------------------------------------------------
 
-def test_factor_create_with_ttw_and_wtt_stores_their_exact_sum_and_list_shows_the_parts(run, app):
-    assert ok(run, "factor", "create", "--reference", "van", "--mode", "ROAD", "--ttw", "0.10163", "--wtt", "0.02359",
+def test_factor_create_with_ttw_and_wtt_stores_their_exact_sum_and_list_shows_the_parts(run, app, ok):
+    assert ok("factor", "create", "--reference", "van", "--mode", "ROAD", "--ttw", "0.10163", "--wtt", "0.02359",
               "--name", "Van", "--source", "Fleet 2026") == {"reference": "van", "version": 1, "status": "active"}
-    listed = ok(run, "factor", "list")["factors"]
+    listed = ok("factor", "list")["factors"]
     assert [(f["value"], f["ttw"], f["wtt"], f["source_row"]) for f in listed] == [
         ("0.12522", "0.10163", "0.02359", None)]
     status, out, _ = run("factor", "list")
@@ -75,10 +69,10 @@ def test_factor_create_refuses_parts_that_do_not_make_a_value(run, app, argv, me
     assert not models.Factor.select().exists()
 
 
-def test_an_air_factor_records_whether_it_includes_radiative_forcing(run, client, acme):
-    ok(run, "factor", "create", "--reference", "air-rf", "--mode", "AIR", "--ttw", "0.9", "--wtt", "0.1",
+def test_an_air_factor_records_whether_it_includes_radiative_forcing(run, client, acme, ok):
+    ok("factor", "create", "--reference", "air-rf", "--mode", "AIR", "--ttw", "0.9", "--wtt", "0.1",
        "--name", "Air", "--source", "s", "--radiative-forcing")
-    ok(run, "factor", "create", "--reference", "air", "--mode", "AIR", "--value", "0.6",
+    ok("factor", "create", "--reference", "air", "--mode", "AIR", "--value", "0.6",
        "--name", "Air", "--source", "s", "--no-radiative-forcing")
     rf = post_calculation(client, acme, "k1", status=201, mode="AIR", factor_reference="air-rf")
     plain = post_calculation(client, acme, "k2", status=201, mode="AIR", factor_reference="air",
@@ -112,9 +106,9 @@ def test_a_thousand_factor_csv_with_one_bad_row_imports_nothing_and_names_the_ro
 
 
 @pytest.mark.on_both
-def test_a_thousand_factor_csv_imports_every_row_once(run, tmp_path, client, acme):
+def test_a_thousand_factor_csv_imports_every_row_once(run, tmp_path, client, acme, ok):
     path = write(tmp_path, thousand_rows())
-    assert ok(run, "factor", "import", path, "--org", "acme") == {
+    assert ok("factor", "import", path, "--org", "acme") == {
         "imported": 1000, "created": 1000, "new_versions": 0, "unchanged": 0, "organization": "acme", "draft": False}
     assert models.Factor.select().where(models.Factor.organization == acme.org).count() == 1000
     fleet = models.Factor.get(models.Factor.reference == "fleet-0734")
@@ -123,7 +117,7 @@ def test_a_thousand_factor_csv_imports_every_row_once(run, tmp_path, client, acm
     response = post_calculation(client, acme, status=201, mode="AIR", factor_reference="fleet-0734")
     assert response.json["emissions"] == {"value": 31.56, "unit": "kgCO2e", "breakdown": {"ttw": 29.36, "wtt": 2.2}}
     # Imported again: every row equals its latest version, so nothing new.
-    assert ok(run, "factor", "import", path, "--org", "acme")["unchanged"] == 1000
+    assert ok("factor", "import", path, "--org", "acme")["unchanged"] == 1000
     assert models.Factor.select().count() == 1001  # and road-default
     events = [e for e in audit.recent(acme.org) if e.action == "factor.imported"]
     assert [json.loads(e.details)["imported"] for e in events] == [0, 1000]
@@ -194,10 +188,10 @@ def test_an_unreadable_file_is_one_line(run, app, tmp_path):
 # --- export --------------------------------------------------------------------------------------------
 
 @pytest.mark.on_both
-def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, tmp_path, acme):
+def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, tmp_path, acme, ok):
     factors.load_library()
     exported = tmp_path / "library.csv"
-    assert ok(run, "factor", "export", "--output", exported) == {
+    assert ok("factor", "export", "--output", exported) == {
         "exported": 127 + 1, "organization": None, "file": str(exported)}  # and road-default
     with exported.open(newline="", encoding="utf-8") as stream:
         rows = list(csv.DictReader(stream))
@@ -209,14 +203,14 @@ def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, 
 
     # Into another organization under new references: the same figures and provenance, version 1.
     renamed = exported.read_text(encoding="utf-8").replace("desnz-2025-", "copy-").replace("road-default", "copy-rd")
-    outcome = ok(run, "factor", "import", write(tmp_path, renamed, "copy.csv"), "--org", "acme")
+    outcome = ok("factor", "import", write(tmp_path, renamed, "copy.csv"), "--org", "acme")
     assert outcome["created"] == 128
     status, out, _ = run("factor", "export", "--org", "acme")
     assert status == 0 and sorted(out.splitlines()) == sorted(renamed.splitlines())
 
 
-def test_export_of_an_organization_without_factors_is_the_header_alone(run, acme):
+def test_export_of_an_organization_without_factors_is_the_header_alone(run, acme, ok):
     status, out, _ = run("factor", "export", "--org", "acme")
     assert (status, out) == (0, ",".join(factors.CSV_COLUMNS) + "\n")
-    assert ok(run, "factor", "export", "--org", "acme")["csv"] == out
+    assert ok("factor", "export", "--org", "acme")["csv"] == out
     assert io.StringIO(out).readline().startswith("reference,mode,name,source")

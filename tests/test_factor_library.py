@@ -44,19 +44,13 @@ def run(emissions):
     return emissions
 
 
-def ok(run, *argv) -> dict:
-    status, out, err = run(*argv, "--json")
-    assert (status, err) == (0, ""), err
-    return json.loads(out)
-
-
 # --- the library against the shared file ------------------------------------------------------------
 
 @pytest.mark.on_both
-def test_load_library_loads_every_mapped_row_of_the_shared_file_with_equal_values(run):
+def test_load_library_loads_every_mapped_row_of_the_shared_file_with_equal_values(run, ok):
     rows = shared_rows()
-    loaded = ok(run, "factor", "load-library")
-    listed = ok(run, "factor", "list")["factors"]
+    loaded = ok("factor", "load-library")
+    listed = ok("factor", "list")["factors"]
     by_row: dict[tuple, list[dict]] = {}
     for factor in listed:
         assert factor["source_row"] is not None, factor["reference"]
@@ -121,10 +115,10 @@ def test_references_follow_the_documented_scheme(app, reference, forcing, value)
 # --- loading again ---------------------------------------------------------------------------------
 
 @pytest.mark.on_both
-def test_loading_the_library_again_creates_no_version_and_is_audited(run):
-    first = ok(run, "factor", "load-library")
+def test_loading_the_library_again_creates_no_version_and_is_audited(run, ok):
+    first = ok("factor", "load-library")
     count = models.Factor.select().count()
-    again = ok(run, "factor", "load-library")
+    again = ok("factor", "load-library")
     assert (again["created"], again["updated"], again["unchanged"], again["skipped"]) == (0, 0, count, [])
     assert models.Factor.select().count() == count == first["created"]
     events = [event for event in audit.recent(limit=10) if event.action == "factor.library_loaded"]
@@ -185,8 +179,8 @@ def exact(response) -> dict:
 
 
 @pytest.mark.on_both
-def test_a_calculation_on_every_library_factor_answers_parts_that_add_up_exactly(run, client, acme):
-    ok(run, "factor", "load-library")
+def test_a_calculation_on_every_library_factor_answers_parts_that_add_up_exactly(run, client, acme, ok):
+    ok("factor", "load-library")
     library = models.Factor.select().where((models.Factor.status == "active") & models.Factor.ttw_id.is_null(False))
     library = library.order_by(models.Factor.reference)
     for number, factor in enumerate(library):
