@@ -7,8 +7,11 @@ import io
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 from decimal import Decimal
+from pathlib import Path
 
 import peewee as pw
 import pytest
@@ -24,6 +27,8 @@ from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
 from emissions.server import create_server
+
+EMISSIONS = Path(sys.executable).with_name("emissions")  # the installed command, beside this Python
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
 ALL_SCOPES = list(SCOPES)
@@ -253,6 +258,34 @@ def cli_json(*argv) -> dict:
     with contextlib.redirect_stdout(io.StringIO()) as out:
         assert cli.main([*argv, "--json"]) == 0
     return json.loads(out.getvalue())
+
+
+@contextlib.contextmanager
+def serving(tmp_path, monkeypatch, *argv, **env):
+    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
+    factor; yields (process, url, key). Killed at the end if still running."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'served.sqlite3'}")
+    cli_json("org", "create", "--name", "Acme", "--slug", "acme")
+    key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
+    cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
+    cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
+             "--name", "Road", "--source", "Test")
+    port = free_port()
+    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false", **env})
+    try:
+        banner = process.stdout.readline()
+        assert banner.startswith(f"Serving on http://127.0.0.1:{port}"), (banner, process.stderr.read())
+        yield process, f"http://127.0.0.1:{port}", key
+    finally:
+        if process.poll() is None:
+            process.terminate()  # the parent stops its workers, which hold the output pipes too
+            try:
+                process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate(timeout=30)
 
 
 def output_until_serving(process) -> str:

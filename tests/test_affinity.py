@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from emissions import affinity
-from conftest import cli_json, output_until_serving
+from conftest import EMISSIONS, cli_json, output_until_serving
 from test_production import children_of
 
-EMISSIONS = Path(sys.executable).with_name("emissions")
 
 
 # --- parse and plan --------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -22,9 +21,9 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
-from conftest import LiveServer, auth_headers, free_port, logistics_body, make_customer, make_org, output_until_serving
+from conftest import (EMISSIONS, LiveServer, auth_headers, free_port, logistics_body, make_customer, make_org,
+                      output_until_serving)
 
-EMISSIONS = Path(sys.executable).with_name("emissions")
 KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")
 ORG_FIELDS = {"slug", "name", "status", "entitled", "live_capacity", "test_capacity"}
 FACTOR_FIELDS = {"reference", "version", "status", "mode", "value", "ttw", "wtt", "source_row", "radiative_forcing",

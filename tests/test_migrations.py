@@ -7,9 +7,7 @@ import json
 import os
 import re
 import subprocess
-import sys
 from decimal import Decimal
-from pathlib import Path
 
 import peewee as pw
 import pytest
@@ -19,9 +17,8 @@ from emissions import migrations
 from emissions import models
 from emissions import webhooks
 from emissions.config import Config
-from conftest import POSTGRES_URL, make_customer, make_org, record_statements
+from conftest import EMISSIONS, POSTGRES_URL, make_customer, make_org, record_statements
 
-EMISSIONS = Path(sys.executable).with_name("emissions")
 EVERY_MIGRATION = [path.stem for path in migrations.available()]
 FIRST_MIGRATION = migrations.available()[:1]
 EVERY_MIGRATION_PATH = migrations.available()

@@ -9,8 +9,6 @@ import re
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,10 +22,9 @@ from emissions import config as config_module
 from emissions import logs
 from emissions import models
 from emissions.app import create_app
-from conftest import LiveServer, cli_json, free_port, logistics_body, make_customer, post_calculation
+from conftest import LiveServer, logistics_body, make_customer, post_calculation, serving
 
 ROOT = Path(__file__).resolve().parent.parent
-EMISSIONS = Path(sys.executable).with_name("emissions")
 
 
 # --- /healthz --------------------------------------------------------------------------------------
@@ -133,26 +130,11 @@ def test_no_access_log_when_turned_off(client, acme, caplog):
 
 @pytest.fixture
 def served(request, tmp_path, monkeypatch):
-    """`emissions serve` as a subprocess on a SQLite file with an org, a key, a customer and a factor;
-    without an access log, unless the test asks for one (parametrize "served" with "access-log")."""
-    database = tmp_path / "served.sqlite3"
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
-    cli_json("org", "create", "--name", "Acme", "--slug", "acme")
-    key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
-    cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
-    cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
-             "--name", "Road", "--source", "Test")
-    port = free_port()
-    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60",
-                                    "LOG_REQUESTS": str(getattr(request, "param", None) == "access-log").lower()})
-    banner = process.stdout.readline()
-    assert banner.startswith(f"Serving on http://127.0.0.1:{port}"), (banner, process.stderr.read())
-    yield process, f"http://127.0.0.1:{port}", key, database
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    """conftest's `serving` as a fixture, yielding the database's path too; without an access log,
+    unless the test asks for one (parametrize "served" with "access-log")."""
+    access_log = str(getattr(request, "param", None) == "access-log").lower()
+    with serving(tmp_path, monkeypatch, LOG_REQUESTS=access_log) as (process, url, key):
+        yield process, url, key, tmp_path / "served.sqlite3"
 
 
 def test_sigterm_stops_the_server_cleanly(served):

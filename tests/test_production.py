@@ -1,14 +1,12 @@
 """Production on the wire: many idle and slow connections, several workers, a reverse proxy, edges of input."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -20,38 +18,9 @@ from emissions import workers
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config, ConfigError
-from conftest import LiveServer, cli_json, free_port, logistics_body, make_org, raw_exchange
+from conftest import EMISSIONS, LiveServer, cli_json, logistics_body, make_org, raw_exchange, serving
 
-EMISSIONS = Path(sys.executable).with_name("emissions")
 PASSWORD = "correct horse battery"
-
-
-@contextlib.contextmanager
-def serving(tmp_path, monkeypatch, *argv, **env):
-    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
-    factor; yields (process, url, key). Killed at the end if still running."""
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'served.sqlite3'}")
-    cli_json("org", "create", "--name", "Acme", "--slug", "acme")
-    key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
-    cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
-    cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
-             "--name", "Road", "--source", "Test")
-    port = free_port()
-    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false", **env})
-    try:
-        banner = process.stdout.readline()
-        assert banner.startswith(f"Serving on http://127.0.0.1:{port}"), (banner, process.stderr.read())
-        yield process, f"http://127.0.0.1:{port}", key
-    finally:
-        if process.poll() is None:
-            process.terminate()  # the parent stops its workers, which hold the output pipes too
-            try:
-                process.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate(timeout=30)
 
 
 def calculate(url: str, key: str, idempotency_key: str, timeout: float = 10, **overrides) -> requests.Response:

@@ -7,16 +7,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from emissions import cli
 from emissions import workspace
 from emissions.models import AuditEvent, User, WorkspaceSession
-from conftest import make_org
+from conftest import EMISSIONS, make_org
 
-EMISSIONS = Path(sys.executable).with_name("emissions")
 PASSWORD = "correct horse battery"
 
 
