@@ -146,7 +146,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     except (OSError, UnicodeError) as exc:
         raise server.ListenError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     port = reservation.getsockname()[1]
-    cpus = server.cpu_plan(config, workers)  # once, here: the workers must not each start from their own CPU
+    planned = server.cpu_plan(config, workers)  # once, here: the workers must not each start from their own CPU
     # No connection or thread may cross the fork: every worker opens its own.
     if models.db.obj is not None:
         models.db.close()
@@ -162,7 +162,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
         pid = os.fork()
         if pid == 0:  # the worker
             os.close(ready_read)
-            _run_worker(share, host, port, Worker(index, None, ready_write, cpus[index]), reservation, parent)
+            _run_worker(share, host, port, Worker(index, None, ready_write, planned[index]), reservation, parent)
         children.append(pid)
     os.close(ready_write)
     stopping = unexpected = False
