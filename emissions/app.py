@@ -185,6 +185,9 @@ def parse_json_object(raw: bytes) -> dict:
     """The body as a JSON object (numbers as Decimal), or INVALID_REQUEST."""
     try:
         body = jsoncodec.loads(raw)
+    except jsoncodec.DuplicateMember as exc:
+        shown = exc.name if len(exc.name) <= 100 else exc.name[:100] + "..."
+        raise InvalidRequest(f"The request body names the member {jsoncodec.dumps(shown)} twice in one object.") from None
     except (jsoncodec.InvalidJson, UnicodeDecodeError):
         raise InvalidRequest("The request body is not valid JSON.") from None
     if not isinstance(body, dict):

@@ -15,17 +15,40 @@ class InvalidJson(ValueError):
     pass
 
 
+class DuplicateMember(InvalidJson):
+    """An object names the same member twice. JSON allows it, but parsers disagree on which value
+    counts (Python's keeps the last, others the first), so what a proxy or a log reads could differ
+    from what was calculated and billed: refused instead."""
+
+    def __init__(self, name: str):
+        super().__init__(f"the member name {name!r} appears twice in one object")
+        self.name = name
+
+
+def _object(pairs: list) -> dict:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise DuplicateMember(name)
+            seen.add(name)
+    return found
+
+
 def _reject_constant(name: str):
     raise InvalidJson(f"{name} is not valid JSON")
 
 
 # One decoder for every call: json.loads() given these options builds a new decoder and scanner each
 # time. Shared across threads the way json's own default decoder is.
-_decoder = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant)
+_decoder = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, parse_constant=_reject_constant,
+                            object_pairs_hook=_object)
 
 
 def loads(raw: bytes | str):
-    """Parse JSON, every number as Decimal; NaN and Infinity are refused."""
+    """Parse JSON, every number as Decimal; NaN, Infinity and a member named twice in one object
+    are refused."""
     try:
         # What json.loads() does before decoding: bytes in whichever UTF the text is, a str without a BOM.
         if isinstance(raw, (bytes, bytearray)):

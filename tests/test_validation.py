@@ -250,6 +250,29 @@ def test_a_body_that_is_not_a_json_object_is_400(client, acme, raw):
     assert calculation_count() == 0
 
 
+DUPLICATE_MEMBERS = {
+    # Taking the last value, as Python's parser does, would look up "other-factor" here.
+    "top level": (VALID[:-1] + b', "factor_reference": "other-factor"}', "factor_reference"),
+    "nested": (VALID.replace(b'"value": 12.5', b'"value": 12.5, "value": 1'), "value"),
+    "the same value twice": (VALID.replace(b'"mode": "ROAD"', b'"mode": "ROAD", "mode": "ROAD"'), "mode"),
+}
+
+
+@pytest.mark.parametrize("raw, name", DUPLICATE_MEMBERS.values(), ids=DUPLICATE_MEMBERS.keys())
+def test_a_member_named_twice_in_one_object_is_400_and_named(client, acme, raw, name):
+    assert raw.count(f'"{name}"'.encode()) >= 2
+    error = assert_error(post_raw(client, acme, raw), 400, "INVALID_REQUEST")
+    assert error["message"] == f'The request body names the member "{name}" twice in one object.'
+    assert calculation_count() == 0
+
+
+def test_a_long_member_name_named_twice_is_cut_in_the_message(client, acme):
+    name = "x" * 5000
+    raw = VALID[:-1] + f', "{name}": 1, "{name}": 2}}'.encode()
+    error = assert_error(post_raw(client, acme, raw), 400, "INVALID_REQUEST")
+    assert error["message"] == f'The request body names the member "{"x" * 100}..." twice in one object.'
+
+
 @pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
                                           "application/jsonx", "multipart/form-data; boundary=x", "json"])
 def test_a_wrong_or_missing_content_type_is_400(client, acme, content_type):
