@@ -318,6 +318,10 @@ def _error_handlers(app: Service) -> None:
         status = error.status_code
         if status == 405:
             api_error = InvalidRequest("This method is not allowed on this path.", status=405)
+            # Bottle lists the routes' methods; a GET route also answers HEAD (RFC 9110, 9.3.2).
+            allowed = set(filter(None, bottle.response.get_header("Allow", "").split(",")))
+            if "GET" in allowed:
+                bottle.response.set_header("Allow", ",".join(sorted(allowed | {"HEAD"})))
         elif status == 404:
             api_error = NotFound("No such route.")
         elif status == 413:

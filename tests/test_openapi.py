@@ -306,3 +306,7 @@ def test_unknown_routes_and_wrong_methods_answer_with_the_error_schema(client, a
         error_schema.validate(response.json)
         assert response.json["error"]["request_id"] == response.headers["X-Request-Id"]
     assert client.get("/v1/emissions/logistics", status=405).headers["Allow"] == "POST"
+    # A GET route answers HEAD too, and says so.
+    assert client.delete("/v1/calculations/x", status=405).headers["Allow"] == "GET,HEAD"
+    assert client.post("/v1/customers/acme-customer", status=405).headers["Allow"] == "GET,HEAD"
+    assert client.head("/v1/openapi.json").status_int == 200
