@@ -809,8 +809,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(orgs, "update", cmd_org_update, "change an organization")
     sub.add_argument("slug")
     sub.add_argument("--status", choices=["active", "suspended"])
-    sub.add_argument("--entitled", dest="entitled", action="store_true", default=None)
-    sub.add_argument("--not-entitled", dest="entitled", action="store_false")
+    entitlement = sub.add_mutually_exclusive_group()  # both at once is a usage error, not "the last wins"
+    entitlement.add_argument("--entitled", dest="entitled", action="store_true", default=None)
+    entitlement.add_argument("--not-entitled", dest="entitled", action="store_false")
     sub.add_argument("--live-capacity", help="a whole number, or none for unlimited")
     sub.add_argument("--test-capacity", help="a whole number, or none for the sandbox default")
     command(orgs, "list", cmd_org_list, "list organizations")

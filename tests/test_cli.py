@@ -137,6 +137,9 @@ def test_org_update_changes_what_the_api_sees(ok, fails, client, app, acme):
     assert "capacity must be" in fails("org", "update", "acme", "--test-capacity", "-3")
     assert "no organization" in fails("org", "update", "nobody", "--status", "active")
     assert "invalid choice" in fails("org", "update", "acme", "--status", "deleted", status=2)
+    # Both at once is a mistake of the script that built the line, not "the last one wins".
+    assert "not allowed with" in fails("org", "update", "acme", "--entitled", "--not-entitled", status=2)
+    assert calculate(client, acme.key, "c").status_int == 201  # still entitled: nothing was changed
 
 
 # --- keys ----------------------------------------------------------------------------------------
