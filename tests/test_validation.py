@@ -118,7 +118,7 @@ SCHEMA_CASES = [
     ("destination country only", "destination", {"country": "DE"}, "destination",
      "needs at least one of code or label"),
     # dates
-    ("activity_date not a day", "activity_date", "2026-02-30", "activity_date", "must be a valid date (YYYY-MM-DD)"),
+    ("activity_date not a day", "activity_date", "2026-02-30", "activity_date", "must be a calendar date YYYY-MM-DD"),
     ("activity_date day first", "activity_date", "01/03/2026", "activity_date", "must be a calendar date YYYY-MM-DD"),
     ("activity_date compact", "activity_date", "20260301", "activity_date", "must be a calendar date YYYY-MM-DD"),
     ("activity_date with time", "activity_date", "2026-03-01T00:00:00Z", "activity_date",
@@ -158,6 +158,13 @@ def test_a_body_breaking_the_schema_is_422_naming_the_field(client, acme, path, 
     assert {"field": field, "message": message} in error["details"]
     assert field in error["message"]
     assert calculation_count() == 0
+
+
+@pytest.mark.parametrize("value", ["2026-1-5", "2026-13-01", "26-03-01"])
+def test_a_date_breaking_both_its_pattern_and_its_format_is_one_detail(client, acme, value):
+    response = client.post_json(URL, changed("activity_date", value), headers=acme.headers("idem-1"), status=422)
+    assert response.json["error"]["details"] == [
+        {"field": "activity_date", "message": "must be a calendar date YYYY-MM-DD"}]
 
 
 def test_every_violation_is_listed_sorted_by_field(client, acme):

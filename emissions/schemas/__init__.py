@@ -137,7 +137,8 @@ def _explain(error: jsonschema.ValidationError) -> list[dict]:
         "exclusiveMinimum": lambda: f"must be greater than {value}",
         "maximum": lambda: f"must be at most {value}",
         "x-maxDecimalPlaces": lambda: f"must have at most {value} decimal places",
-        "format": lambda: f"must be a valid {value} (YYYY-MM-DD)" if value == "date" else f"must be a valid {value}",
+        # The same words as activity_date's pattern: a date breaking both is one detail, not two.
+        "format": lambda: "must be a calendar date YYYY-MM-DD" if value == "date" else f"must be a valid {value}",
         "pattern": lambda: ("must be a calendar date YYYY-MM-DD" if where == "activity_date"
                             else "must not contain NUL characters or unpaired surrogates" if value == TEXT_PATTERN
                             else "has an invalid format"),
