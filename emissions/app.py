@@ -174,6 +174,9 @@ def read_body() -> bytes:
     media_type = (request.content_type or "").split(";", 1)[0].strip().lower()
     if media_type != JSON_TYPE:
         raise InvalidRequest("Content-Type must be application/json.")
+    # A compressed body would only ever read as "not valid JSON"; say what is wrong instead.
+    if request.environ.get("HTTP_CONTENT_ENCODING", "").strip().lower() not in ("", "identity"):
+        raise InvalidRequest("Content-Encoding is not supported: send the body uncompressed.")
     stream = request.environ["wsgi.input"]
     raw = stream.read(length) if length >= 0 else stream.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
@@ -183,6 +186,9 @@ def read_body() -> bytes:
 
 def parse_json_object(raw: bytes) -> dict:
     """The body as a JSON object (numbers as Decimal), or INVALID_REQUEST."""
+    if not raw.strip(b" \t\r\n"):  # often a client that sent neither Content-Length nor chunks
+        raise InvalidRequest("The request body is empty: send one JSON object, with a Content-Length "
+                             "header or chunked.")
     try:
         body = jsoncodec.loads(raw)
     except jsoncodec.DuplicateMember as exc:

@@ -413,10 +413,28 @@ def test_a_small_chunked_body_is_calculated(live_server, acme):
 def test_a_post_without_content_length_or_chunking_has_an_empty_body_and_is_400(live_server, acme):
     request = (f"POST {URL} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {acme.key}\r\n"
                "Content-Type: application/json\r\nIdempotency-Key: idem-1\r\nConnection: close\r\n\r\n").encode()
-    status, headers, body = raw_exchange(live_server, request)
+    status, headers, body = raw_exchange(live_server, request + VALID)
     assert status == 400
     assert json.loads(body)["error"]["code"] == "INVALID_REQUEST"
     assert json.loads(body)["error"]["request_id"] == headers["x-request-id"]
+    assert json.loads(body)["error"]["message"] == ("The request body is empty: send one JSON object, "
+                                                    "with a Content-Length header or chunked.")
+    assert calculation_count() == 0
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "GZIP", "gzip, identity"])
+def test_a_content_encoding_is_400_saying_so(client, acme, encoding):
+    response = client.post(URL, VALID, headers={**acme.headers("idem-1"), "Content-Type": "application/json",
+                                                "Content-Encoding": encoding}, status="*")
+    error = assert_error(response, 400, "INVALID_REQUEST")
+    assert error["message"] == "Content-Encoding is not supported: send the body uncompressed."
+    assert calculation_count() == 0
+
+
+def test_content_encoding_identity_is_the_plain_body(client, acme):
+    response = client.post(URL, VALID, headers={**acme.headers("idem-1"), "Content-Type": "application/json",
+                                                "Content-Encoding": "identity"}, status="*")
+    assert response.status_int == 201
 
 
 def assert_envelope(status: int, headers: dict, body: bytes, expected_status: int) -> None:
