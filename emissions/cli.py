@@ -156,6 +156,8 @@ def cmd_org_update(args, config):
     changes = {name: value for name, value in org.to_dict().items() if before.get(name) != value}
     with models.db.atomic():
         org.save()
+        if changes.get("status") == "suspended":  # its people are signed out at once, for good
+            workspace.end_sessions_of(org.id)
         if changes:
             audit.record("org.updated", org.slug, organization=org, details=changes)
     emit(args, org.to_dict())

@@ -252,6 +252,64 @@ def test_a_wrong_current_password_changes_nothing(client, acme_user):
     assert accounts.check_password(PASSWORD, User.get().password_hash)
 
 
+def test_wrong_current_passwords_meet_the_sign_in_throttle(client, acme_user):
+    """A session left open is no way around the sign-in throttle: the current password's check
+    takes from the same buckets."""
+    sign_in(client, address="203.0.113.20")
+    at = {"REMOTE_ADDR": "203.0.113.20"}
+
+    def change(current: str, status: int):
+        page = client.get("/workspace/team", extra_environ=at)
+        return client.post("/workspace/password", {"csrf": csrf_token(page), "current_password": current,
+                                                   "new_password": "a new long password"},
+                           extra_environ=at, status=status)
+
+    for _ in range(10):  # as many as sign-in allows (a successful sign-in leaves the bucket full)
+        change("wrong guess!!", 400)
+    refused = change("wrong guess!!", 429)
+    assert "Too many attempts; try again in" in refused.text and int(refused.headers["Retry-After"]) >= 1
+    change(PASSWORD, 429)  # not even the right one, until the bucket refills
+    assert accounts.check_password(PASSWORD, User.get().password_hash)
+
+
+def test_after_a_failed_password_change_the_environment_switch_returns_to_the_team_page(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/team")
+    refused = client.post("/workspace/password", {"csrf": csrf_token(page), "current_password": "wrong one!!",
+                                                  "new_password": "a new long password"}, status=400)
+    assert '<input type="hidden" name="next" value="/workspace/team">' in refused.text
+    switched = client.post("/workspace/environment", {"csrf": csrf_token(refused), "environment": "live",
+                                                      "next": "/workspace/team"}, status=303)
+    assert switched.headers["Location"].endswith("/workspace/team")
+
+
+def test_suspending_an_organization_with_the_cli_ends_its_sessions_for_good(client, acme_user, ok):
+    sign_in(client)
+    assert client.get("/workspace").status_int == 200
+    ok("org", "update", "acme", "--status", "suspended")
+    assert WorkspaceSession.select().count() == 0
+    ok("org", "update", "acme", "--status", "active")  # a cookie taken before must not work again
+    assert client.get("/workspace", status=303).headers["Location"].endswith("/workspace/login")
+    sign_in(client)  # signing in again works
+
+
+def test_a_form_with_percent_encoded_bytes_that_are_not_utf8_is_refused_not_stored(client, acme_user):
+    sign_in(client)
+    csrf = csrf_token(client.get("/workspace/customers"))
+    refused = client.post("/workspace/customers", f"csrf={csrf}&reference=nonutf&name=%FF%FE",
+                          headers={"Content-Type": "application/x-www-form-urlencoded"}, status=400)
+    assert "The form could not be read" in refused.text
+    assert Customer.get_or_none(Customer.reference == "nonutf") is None
+
+
+def test_every_page_names_its_icon_which_is_served(client, acme_user):
+    assert '<link rel="icon" href="/workspace/static/icon.svg">' in client.get("/workspace/login").text
+    sign_in(client)
+    assert '<link rel="icon" href="/workspace/static/icon.svg">' in client.get("/workspace").text
+    icon = client.get("/workspace/static/icon.svg")
+    assert icon.headers["Content-Type"] == "image/svg+xml" and icon.body.startswith(b"<svg")
+
+
 def test_the_session_cookie_is_secure_when_served_over_https(client, acme_user):
     page = client.get("/workspace/login", extra_environ={"wsgi.url_scheme": "https"})
     assert "; Secure" in page.headers["Set-Cookie"]

@@ -5,9 +5,10 @@ accounts: users, passwords, throttling and sessions; insights: what the pages re
 views: the pages and the URL map. Templates are in emissions/templates, the stylesheet in emissions/static.
 """
 from .accounts import (SESSION_HOURS, SIGN_IN_ADDRESS_BURST, SIGN_IN_BURST, Hasher, HashingBusy, Sessions, SignInThrottle, WorkspaceError,
-                       authenticate_user, check_password, create_user, delete_user, hash_password, set_password)
+                       authenticate_user, check_password, create_user, delete_user, end_sessions_of, hash_password,
+                       set_password)
 from .views import COOKIE, Workspace, routes
 
 __all__ = ["COOKIE", "SESSION_HOURS", "SIGN_IN_ADDRESS_BURST", "SIGN_IN_BURST", "Hasher", "HashingBusy", "Sessions", "SignInThrottle", "Workspace",
-           "WorkspaceError", "authenticate_user", "check_password", "create_user", "delete_user",
+           "WorkspaceError", "authenticate_user", "check_password", "create_user", "delete_user", "end_sessions_of",
            "hash_password", "routes", "set_password"]

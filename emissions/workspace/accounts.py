@@ -186,6 +186,13 @@ def set_password(user: User, password: str, hasher=Inline, *, actor: str | None 
     user.password_hash = password_hash
 
 
+def end_sessions_of(organization_id: int) -> int:
+    """End every workspace session of the organization's users (on suspension: a cookie taken before
+    it must not work again after a reactivation); how many ended. Runs in the caller's transaction."""
+    users = User.select(User.id).where(User.organization == organization_id)
+    return WorkspaceSession.delete().where(WorkspaceSession.user.in_(users)).execute()
+
+
 def delete_user(user: User, *, actor: str | None = None) -> None:
     """Remove the login; its sessions end with it; with `actor`, its audit event too."""
     with db.atomic():

@@ -145,7 +145,8 @@ def _form() -> dict[str, list[str]]:
         raise WorkspaceError("the form is too large")
     raw = request.environ["wsgi.input"].read(request.content_length) if request.content_length > 0 else b""
     try:
-        form = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
+        # errors="strict": "%FF" is refused like a raw 0xFF, never stored as U+FFFD.
+        form = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=50, errors="strict")
     except (UnicodeDecodeError, ValueError):
         raise WorkspaceError("the form could not be read") from None
     for name, values in form.items():
@@ -340,8 +341,10 @@ class Workspace:
 
     def chrome(self, session: Session, active: str) -> dict:
         """What the layout shows on every page."""
+        # Where the environment switch returns: the section's own list page, also when a form's POST
+        # (at another URL, like /workspace/password) rendered it.
         return {"session": session, "active": active, "csrf": session.csrf, "environment": session.environment,
-                "path": bottle.request.path}
+                "path": f"/workspace/{active}" if active not in ("", "overview") else "/workspace"}
 
     def static(self, name: str):
         path = STATIC / name
@@ -714,9 +717,9 @@ class Workspace:
 
     @signed_in
     def team_page(self, session: Session, error: str = "", status: int = 200, form: dict | None = None,
-                  notice: str = ""):
+                  notice: str = "", headers: dict | None = None):
         users = list(User.select().where(User.organization == session.organization.id).order_by(User.email))
-        return render("team", status, title="Team", users=users, error=error, form=form or {},
+        return render("team", status, headers, title="Team", users=users, error=error, form=form or {},
                       notice=notice or (self.flash.take(session, "notice") or {}).get("text", ""),
                       **self.chrome(session, "team"))
 
@@ -762,9 +765,16 @@ class Workspace:
     @form_post
     def change_password(self, session: Session, form: dict):
         current, new = _field(form, "current_password"), _field(form, "new_password")
+        # Checking the current password is a sign-in attempt: a held session must not guess without limit.
+        email, address = session.user.email, bottle.request.environ.get("REMOTE_ADDR") or ""
+        wait = self.throttle.wait(email, address)
+        if wait:
+            return self.team_page(error=f"Too many attempts; try again in {wait} seconds.", status=429,
+                                  headers={"Retry-After": str(wait)})
         try:
             if not self.hasher.check(current, session.user.password_hash):
                 return self.team_page(error="The current password is not right.", status=400)
+            self.throttle.succeeded(email, address)
             accounts.set_password(session.user, new, self.hasher, actor=session.actor)
         except HashingBusy:
             return self.team_page(error="Busy; try again in a moment.", status=429)
