@@ -257,6 +257,43 @@ def test_at_390_px_no_page_scrolls_sideways(browser, site):
         context.close()
 
 
+def test_long_names_and_references_wrap_instead_of_widening_any_page(browser, site):
+    """The longest names and references the API and the forms accept, without a space: every page
+    that shows them fits 390 px and 1280 px (an organization of its own, so other tests see none of it)."""
+    org = Organization.create(slug="longco", name="Long Co")
+    workspace.create_user(org, "long@longco.example", PASSWORD)
+    reference = "R" * 120
+    make_customer(org, reference, name="N" * 200)
+    _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(None), name="K" * 200)
+    response = requests.post(f"{site.url}/v1/emissions/logistics", timeout=10,
+                             json=logistics_body(customer_reference=reference, external_reference="E" * 120),
+                             headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "long-1"})
+    assert response.status_code == 201, response.text
+    calculation = response.json()["id"]
+    key_id = ApiKey.get(ApiKey.organization == org.id).id
+    paths = ("/workspace", "/workspace/calculations", f"/workspace/calculations/{calculation}",
+             "/workspace/customers", f"/workspace/customers/{reference}", "/workspace/keys",
+             f"/workspace/keys/{key_id}/revoke")
+    for width in (390, 1280):
+        context = browser.new_context(base_url=site.url, viewport={"width": width, "height": 900})
+        try:
+            view = context.new_page()
+            sign_in(view, email="long@longco.example")
+            widths = {}
+            for path in paths:
+                view.goto(path)
+                widths[path] = view.evaluate("document.documentElement.scrollWidth")
+            view.goto("/workspace/keys")
+            view.fill("#k-name", "W" * 200)
+            view.check('input[value="customers:read"]')
+            view.click("text=Create key")
+            view.wait_for_url("**/workspace/keys/new")
+            widths["the new key"] = view.evaluate("document.documentElement.scrollWidth")
+            assert {path: found for path, found in widths.items() if found > width} == {}, width
+        finally:
+            context.close()
+
+
 def test_every_input_has_a_label(page):
     sign_in(page)
     unlabelled = {}

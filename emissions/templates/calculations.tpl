@@ -34,7 +34,7 @@
 % end
   <div class="pager">
 % if paged:
-    <a href="/workspace/calculations?{{query_of(filters)}}" class="button">Newest</a>
+    <a href="/workspace/calculations{{"?" + query_of(filters) if query_of(filters) else ""}}" class="button">Newest</a>
 % end
 % if next_url:
     <a href="{{next_url}}" class="button" rel="next">Older</a>

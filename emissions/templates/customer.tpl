@@ -57,7 +57,7 @@
 % if recent:
   <div class="tablewrap"><table><tbody>
 %   for row in recent:
-    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{kg(row.emissions_kg)}} kg</td><td class="nowrap">{{when(row.created_at)}}</td></tr>
+    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{kg(row.emissions_kg)}} kgCO2e</td><td class="nowrap">{{when(row.created_at)}}</td></tr>
 %   end
   </tbody></table></div>
 % else:

@@ -3,7 +3,7 @@
 % else:
 <!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{title}} · Emissions</title><link rel="stylesheet" href="/workspace/static/workspace.css"></head>
+<title>{{title}} · Emissions</title><link rel="stylesheet" href="/workspace/static/workspace.css"><link rel="icon" href="/workspace/static/icon.svg"></head>
 <body class="signin"><main id="main" class="signin-card">
 % end
 <h1>{{title}}</h1>

@@ -21,7 +21,7 @@
 %   for key in keys:
 %     status = 'revoked' if key.revoked_at else 'expired' if key.expires_at and key.expires_at <= now else 'active'
       <tr data-key="{{key.id}}"><td>{{key.name or 'Untitled'}}<div class="muted small">{{key.environment}}</div></td><td class="mono nowrap">{{key.prefix}}…</td>
-      <td class="small">{{', '.join(sorted(key.scope_set))}}</td><td class="nowrap">{{day(key.created_at)}}</td>
+      <td class="small words">{{', '.join(sorted(key.scope_set))}}</td><td class="nowrap">{{day(key.created_at)}}</td>
       <td class="nowrap">{{when(key.last_used_at) if key.last_used_at else 'Never'}}</td><td class="nowrap">{{day(key.expires_at) if key.expires_at else 'Never'}}</td>
       <td><span class="badge {{status_class(status)}}">{{status}}</span></td>
       <td>{{!'<a class="button small danger" href="/workspace/keys/' + key.id + '/revoke">Revoke</a>' if status != 'revoked' else ''}}</td></tr>

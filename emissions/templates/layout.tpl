@@ -4,7 +4,7 @@
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{title}} · {{session.organization.name}} · Emissions</title>
-<link rel="stylesheet" href="/workspace/static/workspace.css">
+<link rel="stylesheet" href="/workspace/static/workspace.css"><link rel="icon" href="/workspace/static/icon.svg">
 <script src="/workspace/static/workspace.js" defer></script>
 </head>
 <body class="env-{{environment}}">

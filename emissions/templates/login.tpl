@@ -4,7 +4,7 @@
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Sign in · Emissions</title>
-<link rel="stylesheet" href="/workspace/static/workspace.css">
+<link rel="stylesheet" href="/workspace/static/workspace.css"><link rel="icon" href="/workspace/static/icon.svg">
 </head>
 <body class="signin">
 <main id="main" class="signin-card">

@@ -19,7 +19,7 @@
 % if month['by_mode']:
     <ul class="modes">
 %   for mode, numbers in month['by_mode'].items():
-      <li><span class="mode mode-{{mode.lower()}}">{{mode.title()}}</span><span>{{kg(numbers['kg'])}} kg</span></li>
+      <li><span class="mode mode-{{mode.lower()}}">{{mode.title()}}</span><span>{{kg(numbers['kg'])}} kgCO2e</span></li>
 %   end
     </ul>
 % end

@@ -5,7 +5,7 @@
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="refresh" content="0">
 <title>Signing in · Emissions</title>
-<link rel="stylesheet" href="/workspace/static/workspace.css">
+<link rel="stylesheet" href="/workspace/static/workspace.css"><link rel="icon" href="/workspace/static/icon.svg">
 </head>
 <body class="signin">
 <main id="main" class="signin-card">

@@ -45,7 +45,7 @@ HTML_HEADERS = {
                                 "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
 }
-STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 
 error_log = logging.getLogger("emissions.error")
 
@@ -348,7 +348,7 @@ class Workspace:
 
     def static(self, name: str):
         path = STATIC / name
-        if not re.fullmatch(r"[a-z0-9-]+\.(css|js)", name) or not path.is_file():
+        if not re.fullmatch(r"[a-z0-9-]+\.(css|js|svg)", name) or not path.is_file():
             return render("error", 404, title="Not found", request_id=_request_id())
         bottle.response.set_header("Content-Type", STATIC_TYPES[path.suffix])
         bottle.response.set_header("Cache-Control", "public, max-age=300")
