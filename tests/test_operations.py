@@ -167,35 +167,42 @@ def test_the_served_process_writes_one_access_line_per_request_to_stderr(served)
     assert RFC3339_MILLISECONDS.match(line["time"]) and line["level"] == "info"
 
 
-def test_sigterm_lets_an_in_flight_request_finish(served):
+@pytest.mark.parametrize("requests_sent", [1, 3], ids=["one in flight", "one in flight and two queued"])
+def test_sigterm_lets_the_requests_received_finish(served, requests_sent):
+    """The one thread's request, and (with three) the two Waitress queued behind it: all answered."""
     process, url, key, database = served
-    answers: list = []
+    answers: dict = {}
 
-    def calculate():
+    def calculate(number: int):
         try:
-            answers.append(requests.post(url + "/v1/emissions/logistics", json=logistics_body(), timeout=30,
-                                         headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "in-flight"}))
+            answers[number] = requests.post(url + "/v1/emissions/logistics", json=logistics_body(), timeout=30,
+                                            headers={"Authorization": f"Bearer {key}",
+                                                     "Idempotency-Key": f"in-flight-{number}"})
         except requests.RequestException as exc:
-            answers.append(exc)
+            answers[number] = exc
 
-    # Hold SQLite's write lock: the request reads, then waits at BEGIN IMMEDIATE, in flight.
+    # Hold SQLite's write lock: the first request reads, then waits at BEGIN IMMEDIATE, in flight;
+    # the others wait in Waitress's queue for the one thread.
     holder = sqlite3.connect(database, isolation_level=None, timeout=30)
     holder.execute("BEGIN IMMEDIATE")
-    request = threading.Thread(target=calculate)
-    request.start()
-    time.sleep(1.0)  # sequencing only: let the request reach the lock before the signal
+    senders = [threading.Thread(target=calculate, args=(number,)) for number in range(requests_sent)]
+    for sender in senders:
+        sender.start()
+    time.sleep(1.0)  # sequencing only: let the requests arrive before the signal
     process.send_signal(signal.SIGTERM)
     time.sleep(0.5)
     holder.execute("ROLLBACK")
     holder.close()
-    request.join(timeout=30)
+    for sender in senders:
+        sender.join(timeout=30)
     out, err = process.communicate(timeout=30)
-    assert isinstance(answers[0], requests.Response), answers
-    assert answers[0].status_code == 201, answers[0].text
+    assert all(isinstance(answer, requests.Response) for answer in answers.values()), answers
+    assert sorted(answer.status_code for answer in answers.values()) == [201] * requests_sent, answers
     assert process.returncode == 0, err
     assert out.strip() == "Stopped."
+    assert "Canceling" not in err
     with sqlite3.connect(database) as check:
-        assert check.execute("SELECT count(*) FROM calculation").fetchone() == (1,)
+        assert check.execute("SELECT count(*) FROM calculation").fetchone() == (requests_sent,)
 
 
 # --- every environment variable is documented ------------------------------------------------------
