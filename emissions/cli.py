@@ -26,7 +26,7 @@ from . import migrations
 from . import models
 from . import webhooks
 from . import workspace
-from .config import Config, ConfigError
+from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
 from .csvimport import ImportRejected
 from .models import Customer, Organization, SCOPES
 
@@ -763,7 +763,7 @@ def whole_number(minimum: int, maximum: int):
 
 
 PORT = whole_number(0, 65535)
-WORKERS = whole_number(1, 64)
+WORKERS = whole_number(1, MAX_WORKERS)
 VERSION = whole_number(1, 2**31 - 1)  # factor.version is a 32-bit integer column
 MAX_DELIVERIES_LISTED = 10_000
 
@@ -945,7 +945,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--env", choices=["test", "live"], help="with --since: only this environment")
     sub = command(commands, "prune", cmd_prune,
                   "delete finished webhook events and their attempts older than DAYS (never calculations)")
-    sub.add_argument("--older-than", type=whole_number(1, 100_000), required=True, metavar="DAYS")
+    sub.add_argument("--older-than", type=whole_number(1, MAX_RETENTION_DAYS), required=True, metavar="DAYS")
     sub = command(commands, "backup", cmd_backup, "copy the live SQLite database consistently to PATH")
     sub.add_argument("path")
     sub = command(commands, "audit", cmd_audit, "administrative actions, newest first")

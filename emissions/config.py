@@ -33,8 +33,8 @@ def env_str(name: str, default: str | None = None) -> str | None:
     return value or default
 
 
-def env_int(name: str, default: int, minimum: int = 0) -> int:
-    """An integer variable, at least `minimum`."""
+def env_int(name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer variable, at least `minimum` and, when given, at most `maximum`."""
     raw = env_str(name)
     if raw is None:
         return default
@@ -44,7 +44,13 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum}, got {value}")
     return value
+
+
+MAX_WORKERS = 64  # serve --workers takes the same range
+MAX_RETENTION_DAYS = 100_000  # prune --older-than takes the same range; beyond it no date can be counted back
 
 
 def env_float(name: str, default: float, minimum: float = 0.0) -> float:
@@ -168,14 +174,14 @@ class Config:
             threads=env_int("THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
-            workers=env_int("WORKERS", 1, minimum=1),
+            workers=env_int("WORKERS", 1, minimum=1, maximum=MAX_WORKERS),
             cpu_affinity=env_cpus("CPU_AFFINITY"),
             connection_limit=env_int("CONNECTION_LIMIT", 1000, minimum=1),
             channel_timeout=env_int("CHANNEL_TIMEOUT", 30, minimum=1),
             backlog=env_int("BACKLOG", 1024, minimum=1),
             trusted_proxy=env_addresses("TRUSTED_PROXY"),
             trusted_proxy_count=env_int("TRUSTED_PROXY_COUNT", 1, minimum=1),
-            retention_days=env_int("RETENTION_DAYS", 0),
+            retention_days=env_int("RETENTION_DAYS", 0, maximum=MAX_RETENTION_DAYS),
         )
 
     @property

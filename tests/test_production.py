@@ -96,6 +96,8 @@ def test_the_server_settings_documented_in_operations_are_the_defaults(monkeypat
     ("CONNECTION_LIMIT", "0", "CONNECTION_LIMIT must be at least 1"),
     ("CHANNEL_TIMEOUT", "soon", "CHANNEL_TIMEOUT must be an integer"),
     ("WORKERS", "0", "WORKERS must be at least 1"),
+    ("WORKERS", "65", "WORKERS must be at most 64"),  # as serve --workers
+    ("RETENTION_DAYS", "3000000", "RETENTION_DAYS must be at most 100000"),  # no date lies that far back
     ("TRUSTED_PROXY", "127.0.0.1,proxy.example", "TRUSTED_PROXY must be comma-separated IP addresses"),
     ("SECRET_KEY", "short", "SECRET_KEY must be at least 32 characters"),
 ])
