@@ -5,11 +5,23 @@ import os
 import sqlite3
 from pathlib import Path
 
+from playhouse import db_url
+
 from .models import db, is_sqlite
 
 
 class BackupError(RuntimeError):
     """A backup that cannot be made; the message says why."""
+
+
+def require_database(url: str) -> None:
+    """Refuse a SQLite DATABASE_URL naming no file: opening it would create an empty database, and
+    a mistyped URL in a nightly job would write empty backups that look successful."""
+    if not url.startswith("sqlite"):
+        return  # backup() says what to use instead
+    path = db_url.parse(url).get("database") or ""
+    if path != ":memory:" and not Path(path).is_file():
+        raise BackupError(f"there is no database at {path}; check DATABASE_URL")
 
 
 def backup(path: str) -> dict:
@@ -31,8 +43,14 @@ def backup(path: str) -> dict:
     partial = target.with_name(target.name + ".partial")
     source = sqlite3.connect(db.database, timeout=30)
     try:
-        # The copy holds the instance secret, webhook secrets and password hashes: owner-only.
-        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        # The copy holds the instance secret, webhook secrets and password hashes: owner-only, and a
+        # file of its own: never one that was there (another backup's, or a link planted to make
+        # this one write elsewhere).
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except FileExistsError:
+            raise BackupError(f"{partial} exists: another backup to {path} is running, or one was "
+                              "interrupted; remove it and run again") from None
         copy = sqlite3.connect(partial)
         try:
             source.backup(copy)  # pages=-1: everything in one step, one snapshot

@@ -988,6 +988,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         config = Config.from_env()
+        if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
+            backup.require_database(config.database_url)
         try:
             database = models.bind(config.database_url)
         except ValueError as exc:  # a DATABASE_URL of an unknown kind

@@ -6,6 +6,7 @@ import decimal
 import importlib.util
 import json
 import logging
+import os
 import sqlite3
 import threading
 import uuid
@@ -99,9 +100,11 @@ SQLITE_DATABASE = pw.SqliteDatabase
 def open_database(url: str) -> pw.Database:
     """A database for a DATABASE_URL, with the settings this service relies on."""
     if url.startswith("sqlite"):
+        settings = db_url.parse(url)
+        create_private(settings.get("database") or "")
         database = SQLITE_DATABASE(**{
             "timeout": 10,
-            **db_url.parse(url),
+            **settings,
             "pragmas": SQLITE_PRAGMAS,
             "field_types": SQLITE_FIELD_TYPES,
             "lock_type": "IMMEDIATE",  # writers queue at BEGIN instead of failing on lock upgrade
@@ -116,6 +119,20 @@ def open_database(url: str) -> pw.Database:
     else:
         raise ValueError("DATABASE_URL must start with sqlite:// or postgresql://")
     return database
+
+
+def create_private(path: str) -> None:
+    """Create a new SQLite file readable by its owner only: it holds webhook secrets, key and
+    password hashes. SQLite gives its -wal and -shm files the database file's mode. A file that
+    exists keeps its own."""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:  # a directory that does not exist: SQLite says so in its own words when it opens
+        pass
 
 
 def bind(url: str) -> pw.Database:

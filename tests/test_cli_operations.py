@@ -4,7 +4,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import sqlite3
+import subprocess
 import threading
 
 import pytest
@@ -15,7 +17,7 @@ from emissions import cli
 from emissions import models
 from emissions import webhooks
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
-from conftest import LiveServer, logistics_body, post_calculation
+from conftest import EMISSIONS, LiveServer, logistics_body, post_calculation
 from webhook_receiver import Receiver
 
 
@@ -170,6 +172,31 @@ def test_backup_prints_path_bytes_and_calculations_and_refuses_to_overwrite(clie
     assert target.stat().st_mode & 0o777 == 0o600  # it holds the instance's secrets: its owner's alone
     status, out, err = emissions("backup", target)
     assert (status, out) == (1, "") and err == f"emissions: {target} already exists; give a new file name\n"
+
+
+def test_backup_refuses_a_partial_file_that_is_there_already_even_a_link(client, acme, emissions, tmp_path):
+    post_calculation(client, acme, status=201)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not to be overwritten")
+    (tmp_path / "copy.sqlite3.partial").symlink_to(victim)
+    status, out, err = emissions("backup", tmp_path / "copy.sqlite3")
+    assert (status, out) == (1, "") and "copy.sqlite3.partial exists" in err and err.count("\n") == 1
+    assert victim.read_text() == "not to be overwritten" and not (tmp_path / "copy.sqlite3").exists()
+
+
+def test_backup_of_a_database_url_that_names_no_file_is_refused_and_creates_nothing(tmp_path, monkeypatch):
+    missing = tmp_path / "mistyped.sqlite3"
+    done = subprocess.run([str(EMISSIONS), "backup", str(tmp_path / "copy.sqlite3")], capture_output=True, text=True,
+                          env={**os.environ, "DATABASE_URL": f"sqlite:///{missing}"})
+    assert done.returncode == 1 and done.stderr == f"emissions: there is no database at {missing}; check DATABASE_URL\n"
+    assert not missing.exists() and not (tmp_path / "copy.sqlite3").exists()
+
+
+def test_a_new_sqlite_database_is_its_owners_alone(tmp_path):
+    database = tmp_path / "fresh.sqlite3"
+    subprocess.run([str(EMISSIONS), "migrate"], env={**os.environ, "DATABASE_URL": f"sqlite:///{database}"},
+                   check=True, capture_output=True)
+    assert database.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
