@@ -547,7 +547,7 @@ def cmd_webhook_set(args, config):
     with models.db.atomic():
         endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
                                                  allow_private_live=config.webhook_allow_private_live)
-        audit.record("endpoint.set", endpoint.url, organization=org, environment=args.env)
+        audit.record("endpoint.set", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
     if previous is not None and previous.status == "disabled":
         skipped = webhooks.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
@@ -562,7 +562,7 @@ def cmd_webhook_rotate(args, config):
     org = organization(args.org)
     with models.db.atomic():
         endpoint, secret = webhooks.rotate_secret(org.id, args.env)
-        audit.record("endpoint.rotated", endpoint.url, organization=org, environment=args.env)
+        audit.record("endpoint.rotated", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
@@ -571,7 +571,7 @@ def cmd_webhook_remove(args, config):
     org = organization(args.org)
     with models.db.atomic():
         endpoint = webhooks.remove_endpoint(org.id, args.env)
-        audit.record("endpoint.removed", endpoint.url, organization=org, environment=args.env)
+        audit.record("endpoint.removed", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 

@@ -107,9 +107,11 @@ class NewEvent(NamedTuple):
 
 
 def loggable_url(url: str) -> str:
-    """An endpoint's URL for a log line: its query, where receivers often put a token, as "?…"."""
+    """An endpoint's URL for a log line or the audit trail: its query and fragment, where receivers
+    often put a token, as "?…" and "#…"."""
+    url, hash_sign, _ = url.partition("#")
     base, question, _ = url.partition("?")
-    return base + ("?…" if question else "")
+    return base + ("?…" if question else "") + ("#…" if hash_sign else "")
 
 
 def new_event(organization_id: int, environment: str, event_type: str, data_json: str,

@@ -65,6 +65,16 @@ def test_every_administrative_command_is_recorded_with_actor_action_target_and_t
     assert [e["action"] for e in ok("audit", "--limit", "2")["events"]] == ["endpoint.removed", "customer.updated"]
 
 
+def test_the_audit_shows_an_endpoints_url_without_its_query_or_fragment(ok, receiver_url):
+    ok("org", "create", "--name", "Acme", "--slug", "acme")
+    ok("webhook", "set", "--org", "acme", "--env", "test", "--url", receiver_url + "/hooks?token=SECRET123#frag")
+    ok("webhook", "rotate", "--org", "acme", "--env", "test")
+    ok("webhook", "remove", "--org", "acme", "--env", "test")
+    events = ok("audit", "--org", "acme")["events"]
+    assert [e["target"] for e in events if e["action"].startswith("endpoint.")] == [receiver_url + "/hooks?…#…"] * 3
+    assert "SECRET123" not in json.dumps(events) and "frag" not in json.dumps(events)
+
+
 @pytest.fixture
 def receiver_url():
     receiver = Receiver(listening=False)

@@ -603,20 +603,20 @@ class Workspace:
                 with db.atomic():
                     endpoint, secret = webhooks.set_endpoint(org.id, environment, _field(form, "url"),
                                                              allow_private_live=self.allow_private_live)
-                    audit.record("endpoint.set", endpoint.url, actor=session.actor, organization=org,
-                                 environment=environment)
+                    audit.record("endpoint.set", webhooks.loggable_url(endpoint.url), actor=session.actor,
+                                 organization=org, environment=environment)
                     self.flash.put(session, "secret", {"secret": secret})  # no secret made that is never shown
             elif action == "rotate":
                 with db.atomic():
                     endpoint, secret = webhooks.rotate_secret(org.id, environment)
-                    audit.record("endpoint.rotated", endpoint.url, actor=session.actor, organization=org,
-                                 environment=environment)
+                    audit.record("endpoint.rotated", webhooks.loggable_url(endpoint.url), actor=session.actor,
+                                 organization=org, environment=environment)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "remove":
                 with db.atomic():
                     endpoint = webhooks.remove_endpoint(org.id, environment)
-                    audit.record("endpoint.removed", endpoint.url, actor=session.actor, organization=org,
-                                 environment=environment)
+                    audit.record("endpoint.removed", webhooks.loggable_url(endpoint.url), actor=session.actor,
+                                 organization=org, environment=environment)
                 return redirect("/workspace/webhooks")
             elif action == "test":
                 webhooks.send_test_event(org.id, environment)
