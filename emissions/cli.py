@@ -6,6 +6,7 @@ import datetime as dt
 import getpass
 import io
 import json
+import os
 import re
 import secrets
 import signal
@@ -1001,6 +1002,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except pw.DatabaseError as exc:
         print(f"emissions: database error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `emissions audit | head`: the reader has gone; nothing to say to it
+        # What the Python documentation advises (signal module, "Note on SIGPIPE"): no traceback at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return status or 0
 

@@ -75,6 +75,17 @@ def test_the_audit_shows_an_endpoints_url_without_its_query_or_fragment(ok, rece
     assert "SECRET123" not in json.dumps(events) and "frag" not in json.dumps(events)
 
 
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    """`emissions factor list --json | head -c 10`: the pipe closes, and the command stops quietly."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'pipe.sqlite3'}"}
+    subprocess.run([str(EMISSIONS), "factor", "load-library"], env=env, check=True, capture_output=True)
+    # About 90 KB of JSON: more than a pipe holds, so the write meets the closed pipe.
+    done = subprocess.run(f"'{EMISSIONS}' factor list --json | head -c 10", shell=True, env=env,
+                          capture_output=True, text=True)
+    assert done.stdout == '{"factors"'
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+
+
 @pytest.fixture
 def receiver_url():
     receiver = Receiver(listening=False)
