@@ -764,6 +764,9 @@ def test_the_calculation_list_pages_newest_first_and_filters(client, acme_user, 
     assert listed == newest_first[:3]
     older = first.click("Older")
     assert re.findall(r'href="/workspace/calculations/([0-9a-f-]{36})"', older.text) == newest_first[3:]
+    assert 'href="/workspace/calculations" class="button">Newest</a>' in older.text  # no stray "?"
+    filtered_older = client.get("/workspace/calculations", {"mode": "ROAD"}).click("Older")
+    assert 'href="/workspace/calculations?mode=ROAD" class="button">Newest</a>' in filtered_older.text
     filtered = client.get("/workspace/calculations", {"mode": "SEA"})
     assert re.findall(r'href="/workspace/calculations/([0-9a-f-]{36})"', filtered.text) == sea
     by_customer = client.get("/workspace/calculations", {"customer": "cust-2"})
