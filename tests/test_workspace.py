@@ -775,6 +775,9 @@ def test_the_calculation_list_pages_newest_first_and_filters(client, acme_user, 
     none = client.get("/workspace/calculations", {"from": (today + dt.timedelta(days=1)).isoformat()})
     assert "No calculations match." in none.text
     assert "YYYY-MM-DD" in client.get("/workspace/calculations", {"from": "yesterday"}, status=400).text
+    crossed = client.get("/workspace/calculations", {"from": today.isoformat(),
+                                                     "to": (today - dt.timedelta(days=1)).isoformat()}, status=400)
+    assert "The “from” date is after the “to” date" in crossed.text
 
 
 @pytest.mark.on_both
@@ -858,6 +861,10 @@ def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(clie
     event = webhooks.WebhookEvent.get()
     assert event.type == "calculation.succeeded" and event.environment == "test"
     assert event.delivery_status == "pending" and '"test_event":true' in event.payload
+    page = client.get("/workspace/webhooks")
+    assert f"Test event {event.id} queued" in page.text  # said once, after the redirect
+    assert re.search(rf'data-event="{event.id}".*?<span class="badge">test event</span>', page.text, re.S)
+    assert "queued" not in client.get("/workspace/webhooks").text
     with pytest.raises(webhooks.WebhookError):
         webhooks.send_test_event(acme_user.id, "live")
 
@@ -873,6 +880,7 @@ def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, 
     assert "Retry now" in page.text
     client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
     assert webhooks.WebhookEvent.get().next_attempt_at < later
+    assert f"Event {event.id} queued for delivery again." in client.get("/workspace/webhooks").text
     webhooks.WebhookEvent.update(delivery_status="failed", next_attempt_at=None, attempt_count=8).execute()
     client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
     assert (webhooks.WebhookEvent.get().delivery_status, webhooks.WebhookEvent.get().attempt_count) == ("pending", 0)

@@ -4,7 +4,7 @@
   <p class="muted">Newest first · {{environment}} environment</p>
 </div>
 <form class="filters" method="get" action="/workspace/calculations" aria-label="Filter calculations">
-  <div class="field"><label for="f-customer">Customer reference</label><input id="f-customer" name="customer" value="{{filters.customer}}" maxlength="120"></div>
+  <div class="field"><label for="f-customer">Customer reference</label><input id="f-customer" name="customer" value="{{filters.customer}}" maxlength="120" aria-describedby="f-customer-help"><p class="help" id="f-customer-help">The whole reference, as the API has it</p></div>
   <div class="field"><label for="f-mode">Mode</label><select id="f-mode" name="mode"><option value="">Any</option>
 % for mode in modes:
     <option value="{{mode}}"{{!' selected' if filters.mode == mode else ''}}>{{mode.title()}}</option>

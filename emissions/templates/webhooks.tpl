@@ -3,6 +3,9 @@
   <h1>Webhooks</h1>
   <p class="muted">Signed <code>calculation.succeeded</code> and <code>calculation.failed</code> events · {{environment}} environment</p>
 </div>
+% if notice:
+<p class="alert ok" role="status">{{notice}}</p>
+% end
 % if error:
 <p class="alert error" role="alert">{{error}}</p>
 % end
@@ -54,6 +57,9 @@
     <div class="deliveryhead">
       <span class="badge {{status_class(event.delivery_status)}}">{{event.delivery_status}}</span>
       <code>{{event.type}}</code>
+%   if '"test_event":true' in event.payload:  # send_test_event's mark (a client's text cannot hold it unescaped)
+      <span class="badge">test event</span>
+%   end
       <span class="muted small mono">{{event.id}}</span>
       <span class="muted small grow-right">{{when(event.created_at)}}</span>
 %   if event.delivery_status != 'delivering':

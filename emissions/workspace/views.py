@@ -464,6 +464,8 @@ class Workspace:
                 if value is None:
                     problems.append(f"The “{name}” date must be written YYYY-MM-DD.")
                 setattr(filters, attribute, value)
+        if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
+            problems.append("The “from” date is after the “to” date: no calculation can match.")
         return filters, problems
 
     @signed_in
@@ -593,7 +595,9 @@ class Workspace:
         events = insights.recent_events(org.id, environment, 25)
         return render("webhooks", status, title="Webhooks", endpoint=endpoint, events=events,
                       attempts=insights.attempts_of(events), error=error, url=url,
-                      shown=self.flash.take(session, "secret"), **self.chrome(session, "webhooks"))
+                      shown=self.flash.take(session, "secret"),
+                      notice=(self.flash.take(session, "notice") or {}).get("text", ""),
+                      **self.chrome(session, "webhooks"))
 
     @form_post
     def change_webhook(self, session: Session, form: dict):
@@ -619,7 +623,9 @@ class Workspace:
                                  organization=org, environment=environment)
                 return redirect("/workspace/webhooks")
             elif action == "test":
-                webhooks.send_test_event(org.id, environment)
+                event = webhooks.send_test_event(org.id, environment)
+                self.flash.put(session, "notice", {"text": f"Test event {event.id} queued: it is delivered within a "
+                                                           "few seconds and listed below, marked test."})
                 return redirect("/workspace/webhooks")
             else:
                 return self.webhooks_page(error="Unknown action.", status=400)
@@ -639,7 +645,10 @@ class Workspace:
         except webhooks.WebhookError as exc:
             return self.webhooks_page(error=f"Not queued: {exc}.", status=400)
         back = _field(form, "next")
-        return redirect(back if re.fullmatch(r"/workspace/calculations/[0-9a-f-]{36}", back) else "/workspace/webhooks")
+        if re.fullmatch(r"/workspace/calculations/[0-9a-f-]{36}", back):
+            return redirect(back)  # the calculation's page shows the event's new status
+        self.flash.put(session, "notice", {"text": f"Event {event.id} queued for delivery again."})
+        return redirect("/workspace/webhooks")
 
     # API keys.
 
