@@ -53,7 +53,7 @@ def prose(value) -> str:
         return ", ".join(prose(item) for item in value) or "-"
     if isinstance(value, dict):
         return ", ".join(f"{key} {prose(item)}" for key, item in value.items()) or "-"
-    return str(value)
+    return str(value) or "-"
 
 
 def emit(args, data: dict, text: str | None = None) -> None:
@@ -697,15 +697,25 @@ QUICKSTART_FACTOR = "desnz-2025-road-hgv-diesel-average-laden"
 
 
 def seed_sandbox(config: Config) -> str:
-    """Create the sandbox organization, the factor library and a demo customer where missing; return a new test key."""
-    org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG) or Organization.create(
-        slug=SANDBOX_SLUG, name="Sandbox")
+    """Create the sandbox organization, the factor library and a demo customer where missing; return a
+    new test key. Each is in the audit trail, as when made by its own command."""
     factors.load_library()
-    if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
-        Customer.create(organization=org, environment="test", reference=DEMO_CUSTOMER,
-                        name="Demo Customer Ltd", country_code="GB")
-    _, plain = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(config.secret_key),
-                               name="quickstart")
+    with models.db.atomic():
+        org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG)
+        if org is None:
+            org = Organization.create(slug=SANDBOX_SLUG, name="Sandbox")
+            audit.record("org.created", org.slug, organization=org,
+                         details={"name": org.name, "entitled": org.entitled, "live_capacity": None})
+        if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
+            customer = Customer.create(organization=org, environment="test", reference=DEMO_CUSTOMER,
+                                       name="Demo Customer Ltd", country_code="GB")
+            audit.record("customer.created", customer.reference, organization=org, environment="test",
+                         details={"name": customer.name, "country_code": customer.country_code,
+                                  "status": customer.status})
+        key, plain = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(config.secret_key),
+                                     name="quickstart")
+        audit.record("key.created", key.id, organization=org, environment="test",
+                     details={"name": key.name, "scopes": sorted(key.scope_set), "expires_at": None})
     return plain
 
 

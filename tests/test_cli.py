@@ -311,6 +311,10 @@ def test_seed_sandbox_is_repeatable_and_gives_a_new_key_each_time(config, app):
     assert library == len(library_file["factors"]) + len(library_file["aliases"]) >= 3
     cli.seed_sandbox(config)
     assert models.Factor.select().count() == library
+    # In the audit trail as if made by their own commands: the organization and customer once, each key.
+    actions = [event.action for event in models.AuditEvent.select().order_by(models.AuditEvent.id)
+               if event.action != "factor.library_loaded"]
+    assert actions == ["org.created", "customer.created", "key.created", "key.created", "key.created"]
 
 
 def parse_curl(text: str) -> tuple[str, dict, str]:

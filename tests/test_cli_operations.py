@@ -97,6 +97,8 @@ def test_audit_text_reads_as_prose(ok, emissions):
     ok("org", "create", "--name", "Acme", "--slug", "acme")
     [line] = text(emissions, "audit").splitlines()
     assert "  cli  org.created  acme  acme  (entitled yes, live_capacity -, name Acme)" in line
+    ok("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:read")  # no --name
+    assert "(expires_at -, name -, scopes emissions:read)" in text(emissions, "audit").splitlines()[0]
 
 
 def test_a_command_that_fails_records_nothing(ok, emissions):
