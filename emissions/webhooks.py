@@ -595,6 +595,8 @@ class Deliverer:
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stopping = threading.Event()
+        self._failed_runs = 0  # runs failed in a row (tick): the first is logged whole, then one line a minute
+        self._next_failure_line = 0.0
 
     # The three steps, public so that tests can stop between them like a dying process would.
 
@@ -730,12 +732,30 @@ class Deliverer:
                 db.close()
         return counts
 
+    FAILURE_LINE_SECONDS = 60.0
+
     def tick(self) -> None:
-        """run_once for a scheduler: log a failure (database down) instead of raising it."""
+        """run_once for a scheduler: log a failure (database down) instead of raising it.
+
+        A run comes every WEBHOOK_POLL_SECONDS: during an outage, the first failure is logged with
+        its traceback, then one line a minute while they go on, and one when a run succeeds again.
+        """
         try:
             self.run_once()
-        except Exception:
-            log.exception("webhook delivery run failed; the next run retries")
+        except Exception as exc:
+            now = time.monotonic()
+            self._failed_runs += 1
+            if self._failed_runs == 1:
+                log.exception("webhook delivery run failed; the next run retries")
+                self._next_failure_line = now + self.FAILURE_LINE_SECONDS
+            elif now >= self._next_failure_line:
+                log.error("webhook delivery runs still failing", extra={"fields": {
+                    "failed_runs": self._failed_runs, "error": (str(exc).splitlines() or [type(exc).__name__])[0]}})
+                self._next_failure_line = now + self.FAILURE_LINE_SECONDS
+        else:
+            if self._failed_runs:
+                log.warning("webhook delivery runs succeed again", extra={"fields": {"failed_runs": self._failed_runs}})
+                self._failed_runs = 0
 
     def run_forever(self, poll_seconds: float) -> None:
         """Deliver every `poll_seconds` until stop() is called."""

@@ -513,3 +513,35 @@ def test_deliver_once_and_the_deliveries_listing(client, config, acme, receiver)
         "delivery_status": "succeeded", "attempt_count": 1}
     [attempt] = row["attempts"]
     assert (attempt["number"], attempt["status_code"], attempt["url"]) == (1, 200, receiver.url)
+
+
+def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_recovery(config, caplog, monkeypatch):
+    """A run comes every WEBHOOK_POLL_SECONDS: a database outage must not write a traceback each time."""
+    sender = deliverer(config)
+    now = [1000.0]
+    monkeypatch.setattr(webhooks.time, "monotonic", lambda: now[0])
+    down = [True]
+
+    def run_once():
+        if down[0]:
+            raise webhooks.pw.OperationalError("could not connect to server\nsecond line")
+        return {}
+
+    monkeypatch.setattr(sender, "run_once", run_once)
+    with caplog.at_level(logging.INFO, logger="emissions.webhooks"):
+        for _ in range(30):  # 30 runs within the first minute
+            sender.tick()
+            now[0] += 1.0
+        now[0] += 60.0
+        sender.tick()  # a minute on: one line, without a traceback
+        down[0] = False
+        sender.tick()
+    records = [record for record in caplog.records if record.name == "emissions.webhooks"]
+    assert [(record.levelname, record.getMessage()) for record in records] == [
+        ("ERROR", "webhook delivery run failed; the next run retries"),
+        ("ERROR", "webhook delivery runs still failing"),
+        ("WARNING", "webhook delivery runs succeed again")]
+    assert records[0].exc_info and not records[1].exc_info
+    assert records[1].fields == {"failed_runs": 31, "error": "could not connect to server"}
+    assert records[2].fields == {"failed_runs": 31}
+    sender.close()
