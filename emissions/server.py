@@ -8,7 +8,9 @@ import time
 import uuid
 
 import waitress
+from waitress import wasyncore
 from waitress.channel import HTTPChannel
+from waitress.server import BaseWSGIServer, MultiSocketServer
 from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 
@@ -88,7 +90,12 @@ class DrainingDispatcher(ThreadedTaskDispatcher):
 
     DRAIN_SECONDS = 10.0  # a request waits at most about this long on SQLite's write lock (busy_timeout)
 
+    def __init__(self):
+        super().__init__()
+        self.before_drain = lambda: None  # create_server: close the listening sockets
+
     def shutdown(self, cancel_pending=True, timeout=5):
+        self.before_drain()  # new clients are refused (and may go elsewhere), not taken in and dropped
         deadline = time.monotonic() + self.DRAIN_SECONDS
         while time.monotonic() < deadline:
             with self.lock:
@@ -125,8 +132,17 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
         # proxies.trusting() has already cleared the forwarding headers of untrusted peers.
         clear_untrusted_proxy_headers=False, _dispatcher=dispatcher)
     dispatcher.set_thread_count(threads)  # what create_server does for a dispatcher of its own making
+    dispatcher.before_drain = lambda: close_listeners(server)
     server.channel_class = EnvelopeChannel
     return server
+
+
+def close_listeners(server) -> None:
+    """Stop accepting connections: close the listening sockets of a Waitress server (one, or several
+    in a MultiSocketServer), and keep the open channels and the trigger that answers them."""
+    channels = server.map if isinstance(server, MultiSocketServer) else server._map
+    for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
+        wasyncore.dispatcher.close(listener)  # not BaseWSGIServer.close(): that closes the trigger too
 
 
 def cpu_plan(config: Config, workers: int) -> list[int | None]:
@@ -177,9 +193,14 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
     checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
 
     def stop(signum, frame):
+        # A second signal must not cut short what follows: the queued requests' answers, the cleanup.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise SystemExit(0)  # Waitress catches it, closes its sockets and drains its threads
 
     signal.signal(signal.SIGTERM, stop)
+    if worker is None:  # Ctrl-C too (workers ignore SIGINT: their parent stops them with SIGTERM)
+        signal.signal(signal.SIGINT, stop)
     url = f"http://{host}:{server.effective_port}"
     try:  # from here a SIGTERM at any moment still ends in the cleanup below
         if announce is not None:

@@ -191,6 +191,12 @@ def test_sigterm_lets_the_requests_received_finish(served, requests_sent):
     time.sleep(1.0)  # sequencing only: let the requests arrive before the signal
     process.send_signal(signal.SIGTERM)
     time.sleep(0.5)
+    # While it answers them it takes no one new: a new client is refused, not taken in and dropped.
+    host, port = url.removeprefix("http://").split(":")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, int(port)), timeout=5).close()
+    process.send_signal(signal.SIGTERM)  # a second signal does not cut the answers short
+    time.sleep(1.0)  # (without that, the process would be gone before the lock is released)
     holder.execute("ROLLBACK")
     holder.close()
     for sender in senders:
