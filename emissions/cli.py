@@ -1007,15 +1007,17 @@ def main(argv: list[str] | None = None) -> int:
             raise CommandError(str(exc)) from None
         args.applied = migrations.run(database)
         status = args.handler(args, config)
+        sys.stdout.flush()  # here, not at exit: a reader that has gone is met below, not in a traceback
     except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:
         print(f"emissions: {exc}", file=sys.stderr)
         return 1
     except pw.DatabaseError as exc:
         print(f"emissions: database error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # `emissions audit | head`: the reader has gone; nothing to say to it
+    except BrokenPipeError:  # `emissions audit | head`: the reader went before the output was written
         # What the Python documentation advises (signal module, "Note on SIGPIPE"): no traceback at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("emissions: the output was closed before all of it was written", file=sys.stderr)
         return 1
     return status or 0
 

@@ -86,6 +86,20 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
 
 
+def test_a_short_output_to_a_reader_that_has_gone_is_one_line_not_an_error_at_exit(tmp_path):
+    """Buffered output (no PYTHONUNBUFFERED) small enough to wait for the exit: written, and refused,
+    while the command still runs."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pipe.sqlite3'}"
+    subprocess.run([str(EMISSIONS), "org", "create", "--name", "Acme"], env=env, check=True, capture_output=True)
+    process = subprocess.Popen([str(EMISSIONS), "org", "list"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # the reader goes before the command writes
+    err = process.stderr.read()
+    assert process.wait(timeout=30) == 1
+    assert err == "emissions: the output was closed before all of it was written\n"
+
+
 @pytest.fixture
 def receiver_url():
     receiver = Receiver(listening=False)
