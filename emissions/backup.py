@@ -51,15 +51,18 @@ def backup(path: str) -> dict:
         except FileExistsError:
             raise BackupError(f"{partial} exists: another backup to {path} is running, or one was "
                               "interrupted; remove it and run again") from None
-        copy = sqlite3.connect(partial)
         try:
-            source.backup(copy)  # pages=-1: everything in one step, one snapshot
-            calculations = copy.execute("SELECT count(*) FROM calculation").fetchone()[0]
-            copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
-        finally:
-            copy.close()
+            copy = sqlite3.connect(partial)
+            try:
+                source.backup(copy)  # pages=-1: everything in one step, one snapshot
+                calculations = copy.execute("SELECT count(*) FROM calculation").fetchone()[0]
+                copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
+            finally:
+                copy.close()
+        except BaseException:  # a failure, Ctrl-C, a cron time-out's SIGTERM: no partial file is left
+            partial.unlink(missing_ok=True)
+            raise
     except sqlite3.Error as exc:
-        partial.unlink(missing_ok=True)
         raise BackupError(f"backup failed: {exc}") from None
     finally:
         source.close()

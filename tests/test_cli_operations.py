@@ -221,6 +221,32 @@ def test_backup_refuses_a_partial_file_that_is_there_already_even_a_link(client,
     assert victim.read_text() == "not to be overwritten" and not (tmp_path / "copy.sqlite3").exists()
 
 
+def test_a_backup_stopped_midway_leaves_no_partial_file(app, acme, tmp_path, monkeypatch):
+    """Ctrl-C, or a cron time-out's signal, during the copy: the next run to the same path is not refused."""
+    real_connect = sqlite3.connect
+
+    class Interrupted:
+        def __init__(self, connection):
+            self.connection = connection
+
+        def backup(self, target, **kwargs):
+            raise KeyboardInterrupt
+
+        def close(self):
+            self.connection.close()
+
+    def connect(path, **kwargs):
+        connection = real_connect(path, **kwargs)
+        return connection if str(path).endswith(".partial") else Interrupted(connection)
+
+    monkeypatch.setattr(backup.sqlite3, "connect", connect)
+    with pytest.raises(KeyboardInterrupt):
+        backup.backup(str(tmp_path / "copy.sqlite3"))
+    assert list(tmp_path.glob("copy.sqlite3*")) == []
+    monkeypatch.setattr(backup.sqlite3, "connect", real_connect)
+    assert backup.backup(str(tmp_path / "copy.sqlite3"))["path"] == str(tmp_path / "copy.sqlite3")
+
+
 def test_backup_of_a_database_url_that_names_no_file_is_refused_and_creates_nothing(tmp_path, monkeypatch):
     missing = tmp_path / "mistyped.sqlite3"
     done = subprocess.run([str(EMISSIONS), "backup", str(tmp_path / "copy.sqlite3")], capture_output=True, text=True,
