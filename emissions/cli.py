@@ -157,7 +157,9 @@ def cmd_org_update(args, config):
     changes = {name: value for name, value in org.to_dict().items() if before.get(name) != value}
     with models.db.atomic():
         org.save()
-        if changes.get("status") == "suspended":  # its people are signed out at once, for good
+        # Suspended: its people are signed out at once, for good. Reactivated: any session left from
+        # before the suspension (one older than this rule) is ended too, never revived.
+        if "status" in changes:
             workspace.end_sessions_of(org.id)
         if changes:
             audit.record("org.updated", org.slug, organization=org, details=changes)
