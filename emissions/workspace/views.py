@@ -215,6 +215,14 @@ class Flash:
         bottle.response.add_header("Set-Cookie", _cookie(self.cookie_name(kind), f"{flash_id}.{sealing}",
                                                           self.SECONDS))
 
+    def put_notice(self, session: Session, text: str) -> None:
+        """A line of text the section's page shows once (kind "notice")."""
+        self.put(session, "notice", {"text": text})
+
+    def take_notice(self, session: Session) -> str:
+        """The notice put for this session, once; "" when there is none."""
+        return (self.take(session, "notice") or {}).get("text", "")
+
     def take(self, session: Session, kind: str) -> dict | None:
         """The value put for this session and kind, once; None when there is none (or it expired)."""
         cookie = bottle.request.get_cookie(self.cookie_name(kind)) or ""
@@ -596,7 +604,7 @@ class Workspace:
         return render("webhooks", status, title="Webhooks", endpoint=endpoint, events=events,
                       attempts=insights.attempts_of(events), error=error, url=url,
                       shown=self.flash.take(session, "secret"),
-                      notice=(self.flash.take(session, "notice") or {}).get("text", ""),
+                      notice=self.flash.take_notice(session),
                       **self.chrome(session, "webhooks"))
 
     @form_post
@@ -624,8 +632,8 @@ class Workspace:
                 return redirect("/workspace/webhooks")
             elif action == "test":
                 event = webhooks.send_test_event(org.id, environment)
-                self.flash.put(session, "notice", {"text": f"Test event {event.id} queued: it is delivered within a "
-                                                           "few seconds and listed below, marked test."})
+                self.flash.put_notice(session, f"Test event {event.id} queued: it is delivered within a "
+                                               "few seconds and listed below, marked test.")
                 return redirect("/workspace/webhooks")
             else:
                 return self.webhooks_page(error="Unknown action.", status=400)
@@ -647,7 +655,7 @@ class Workspace:
         back = _field(form, "next")
         if re.fullmatch(r"/workspace/calculations/[0-9a-f-]{36}", back):
             return redirect(back)  # the calculation's page shows the event's new status
-        self.flash.put(session, "notice", {"text": f"Event {event.id} queued for delivery again."})
+        self.flash.put_notice(session, f"Event {event.id} queued for delivery again.")
         return redirect("/workspace/webhooks")
 
     # API keys.
@@ -729,7 +737,7 @@ class Workspace:
                   notice: str = "", headers: dict | None = None):
         users = list(User.select().where(User.organization == session.organization.id).order_by(User.email))
         return render("team", status, headers, title="Team", users=users, error=error, form=form or {},
-                      notice=notice or (self.flash.take(session, "notice") or {}).get("text", ""),
+                      notice=notice or self.flash.take_notice(session),
                       **self.chrome(session, "team"))
 
     @form_post
@@ -742,7 +750,7 @@ class Workspace:
             return self.team_page(error="Busy; try again in a moment.", status=429, form={"email": email})
         except WorkspaceError as exc:
             return self.team_page(error=f"Not added: {exc}.", status=400, form={"email": email})
-        self.flash.put(session, "notice", {"text": f"{user.email} can now sign in."})
+        self.flash.put_notice(session, f"{user.email} can now sign in.")
         return redirect("/workspace/team")
 
     def _removable(self, session: Session, user_id: str):
@@ -768,7 +776,7 @@ class Workspace:
         if refused is not None:
             return refused
         accounts.delete_user(user, actor=session.actor)
-        self.flash.put(session, "notice", {"text": f"{user.email} was removed and signed out."})
+        self.flash.put_notice(session, f"{user.email} was removed and signed out.")
         return redirect("/workspace/team")
 
     @form_post
@@ -793,7 +801,7 @@ class Workspace:
         token = self.sessions.issue(session.user, session.environment)
         fresh = self.sessions.read(token)
         if fresh is not None:  # None: the user or the organization went meanwhile; the sign-in page says so
-            self.flash.put(fresh, "notice", {"text": "Password changed. Your other sessions were signed out."})
+            self.flash.put_notice(fresh, "Password changed. Your other sessions were signed out.")
         return redirect("/workspace/team", {"Set-Cookie": _cookie(COOKIE, token, accounts.SESSION_HOURS * 3600)})
 
     def not_found(self, rest: str):
