@@ -129,9 +129,7 @@ def create_private(path: str) -> None:
         return
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
-    except OSError:  # a directory that does not exist: SQLite says so in its own words when it opens
+    except OSError:  # it exists; or its directory does not, which SQLite says in its own words on opening
         pass
 
 
