@@ -21,8 +21,7 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
-from conftest import (EMISSIONS, LiveServer, auth_headers, free_port, logistics_body, make_customer, make_org,
-                      output_until_serving)
+from conftest import EMISSIONS, LiveServer, auth_headers, free_port, logistics_body, output_until_serving
 
 KEY_FORMAT = re.compile(r"^service_(test|live)_[0-9A-Za-z]{32,}$")
 ORG_FIELDS = {"slug", "name", "status", "entitled", "live_capacity", "test_capacity"}
