@@ -3,9 +3,8 @@
 CPython runs one thread of a process at a time. A served request passes between Waitress's
 polling thread and a request thread several times, and when the kernel keeps those threads on
 different CPUs, every pass is a wake-up of another CPU; on a virtual machine that costs more than
-the request's own work. On the 2-CPU machine of docs/performance.md one unpinned process served
-about 1,400 GETs a second and the same process on one CPU about 4,200 (PostgreSQL: 2,400 against
-6,200); a fresh POST gained 10 to 20 %. So `serve` puts each worker's threads on one CPU.
+the request's own work. So `serve` puts each worker's threads on one CPU. What it gains is measured
+in docs/performance.md, "CPU pinning".
 
 `auto` pins only where the CPUs are the process's to use: not when its cgroup caps its CPU time (a
 container with a CPU limit, a systemd unit with CPUQuota=), where the kernel must stay free to run
@@ -131,7 +130,7 @@ def release_this_thread() -> None:
     """Let the calling thread run on any CPU the process could use before pin().
 
     For threads whose work runs with the interpreter lock released (SQLite's WAL checkpoint, scrypt
-    for a sign-in): on the serving CPU they would take tens of milliseconds from the requests, and
+    for a sign-in): on the serving CPU they would take their whole run from the requests, and
     elsewhere they hand the lock over rarely. Nothing to do in a process that was not pinned.
     """
     if _unpinned is not None:

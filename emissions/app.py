@@ -84,7 +84,7 @@ def routable_path(path: str) -> str:
     customer's reference), and its route patterns end in `$`, which Python also matches before a
     final newline. Replacing both invalid UTF-8 and control characters with U+FFFD, which breaks
     every reference and id pattern, makes such a path the tenant-safe 404 its route gives for an
-    identifier that breaks its pattern (decisions, section 1), and never an alias of another path.
+    identifier that breaks its pattern (docs/api.md, "Errors"), and never an alias of another path.
     """
     text = path.encode("latin-1", "replace").decode("utf-8", "replace")  # WSGI: the bytes as latin-1
     return CONTROL_CHARACTERS.sub("\ufffd", text).encode("utf-8").decode("latin-1")

@@ -22,7 +22,7 @@ class TokenBucket:
 
 
 class RateLimiter:
-    """Per-key token buckets held in this process (see README: several instances)."""
+    """Per-key token buckets held in this process (docs/operations.md, "Limits")."""
 
     # Elapsed time and refills are float arithmetic ((0.3 + 2) - 0.3 is 1.9999999999999998);
     # without this slack a client that waited the whole Retry-After could be refused once more.
@@ -63,7 +63,7 @@ class RateLimiter:
 
 def period_of(moment: dt.datetime) -> str:
     """The billing period of a UTC moment: its calendar month, "2026-11"."""
-    return f"{moment.year:04d}-{moment.month:02d}"  # strftime's "%Y-%m", at a fifth of its cost
+    return f"{moment.year:04d}-{moment.month:02d}"  # strftime's "%Y-%m" without parsing a format
 
 
 def current_period() -> str:

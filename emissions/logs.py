@@ -154,7 +154,7 @@ def access(fields: dict) -> None:
     """Log one access line (logger emissions.access, level info) with these fields.
 
     In a serving process the line goes on the listener's queue as its fields, without the
-    LogRecord a logger call builds (about 5 us, once per request); elsewhere it is a record like
+    LogRecord a logger call builds; elsewhere it is a record like
     any other. Either way the logger's level decides whether it is written.
     """
     if not _access_log.isEnabledFor(logging.INFO):

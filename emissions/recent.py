@@ -1,9 +1,10 @@
 """The calculations an API process remembers, so that a replay or a read of one needs no database.
 
 A stored calculation never changes and a key stays bound to it for as long as it is stored
-(decisions, sections 2 and 3), so an entry can never go stale, whatever other instances or the CLI
+(docs/api.md, "Idempotency"), so an entry can never go stale, whatever other instances or the CLI
 write. It relies on the database never losing a committed calculation: after restoring a backup or
-failing over to a replica that may lack the last commits, restart the instances (docs/operations.md).
+failing over to a replica that may lack the last commits, restart the instances
+(docs/operations.md, "PostgreSQL and several instances").
 """
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ class Worker:
 class SharedWriterDatabase(pw.SqliteDatabase):
     """SQLite whose write transactions first take an exclusive flock() of a file beside the database.
 
-    Between processes, SQLite's busy handler makes a writer sleep and retry (1 ms, 2 ms, 5 ms, ...),
+    Between processes, SQLite's busy handler makes a writer sleep and retry, a little longer each time,
     so a worker that met another's transaction idles on after it ended; a blocked flock() returns
     the moment the lock is free. Each thread locks through a descriptor of its own (a flock belongs
     to an open file, so two threads sharing one would both hold it). The kernel drops the lock of a

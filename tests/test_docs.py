@@ -3,12 +3,15 @@ the install command, run in a copy of the repository, starts a sandbox on which 
 tour answers what the README says it answers."""
 from __future__ import annotations
 
+import ast
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -57,21 +60,118 @@ def anchors(path: Path) -> set[str]:
     return {anchor(heading) for heading in re.findall(r"^#+ (.+)$", path.read_text(), re.M)}
 
 
-LATER = {ROOT / "docs" / "performance.md"}  # written in another change; a link to it may come first
+DOCUMENTS = ["README.md", *sorted(f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md"))]
+CODE = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "emissions").rglob("*.py"))
+
+# Code files other engineers own, whose comments break the two rules below when this was written
+# (file: what). The checks skip them; the lead empties this once those files are fixed and merged.
+COMMENTS_NOT_YET_CHECKED = {
+    "emissions/customers.py": 'line 49, "spec 4.3": a document outside the repository',
+    "emissions/models.py": 'line 32, \'README, "Durability"\': the section is in docs/operations.md now',
+    "emissions/migrations/0002_lean_write_indexes.py":
+        'line 20, \'README, "PostgreSQL and several instances"\': the section is in docs/operations.md now',
+}
 
 
-@pytest.mark.parametrize("document", ["README.md", *sorted(f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md"))])
+def headings(path: Path) -> list[str]:
+    return re.findall(r"^#+ (.+?)\s*$", path.read_text(), re.M)
+
+
+def names_a_heading(path: Path, title: str) -> bool:
+    """True when `title` is a heading of the document, or the start of one ("Durability" for
+    "Durability (SQLite)")."""
+    title = title.strip().lower()
+    return any(heading.lower() == title or heading.lower().startswith(title + " ") for heading in headings(path))
+
+
+# `docs/name.md`, `docs/name.md#anchor`, `docs/name.md, "Heading"` or `(docs/name.md, Heading)`.
+DOCS_POINTER = re.compile(r'\bdocs/([\w/-]+\.md)(?:#([\w-]+)|, "([^"]+)"|, ([A-Z][^()"\n]*)\))?')
+README_POINTER = re.compile(r'\bREADME(?:\.md)?(?:, "([^"]+)"|: ([\w ]+))')
+
+
+def broken_pointers(text: str) -> list[str]:
+    """The `docs/...` and README section pointers in `text` that lead nowhere."""
+    broken = []
+    for name, fragment, quoted, bare in DOCS_POINTER.findall(text):
+        target = ROOT / "docs" / name
+        title = quoted or bare
+        if not target.exists():
+            broken.append(f"docs/{name}")
+        elif fragment and fragment not in anchors(target):
+            broken.append(f"docs/{name}#{fragment}")
+        elif title and not names_a_heading(target, title):
+            broken.append(f'docs/{name}, "{title}"')
+    for quoted, bare in README_POINTER.findall(text):
+        if not names_a_heading(README, quoted or bare):
+            broken.append(f'README, "{quoted or bare}"')
+    return broken
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
 def test_every_link_between_the_documents_leads_somewhere(document):
     source = ROOT / document
     for target, fragment in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", source.read_text()):
-        if target.startswith(("http://", "https://")):
+        if target.startswith(("http://", "https://", "mailto:")):
             continue
         path = (source.parent / target).resolve() if target else source
-        if path in LATER and not path.exists():
-            continue
         assert path.exists(), f"{document}: {target}"
         if fragment:
             assert fragment in anchors(path), f"{document}: {target}#{fragment}"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_docs_pointer_in_the_documents_leads_somewhere(document):
+    assert broken_pointers((ROOT / document).read_text()) == []
+
+
+def comments(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring of a Python file."""
+    source = path.read_text()
+    found = [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                found.append((body[0].lineno, body[0].value.value))
+    return found
+
+
+@pytest.mark.parametrize("module", CODE)
+def test_every_docs_pointer_in_the_code_leads_somewhere(module):
+    """Messages to users included: `docs/...` anywhere in the file."""
+    if module in COMMENTS_NOT_YET_CHECKED:
+        pytest.skip(COMMENTS_NOT_YET_CHECKED[module])
+    assert broken_pointers((ROOT / module).read_text()) == []
+
+
+# A document outside the repository, by the names the code used for them: the shared interface
+# spec and product decisions, the design card, the style guide. A comment points to the docs/ page
+# that states the rule instead.
+OUTSIDE_DOCUMENT = re.compile(r"\b(decisions?,? sections?|product[- ]decisions|interface[- ]spec|spec,? (section )?\d"
+                              r"|design card|style\.md|transport-chains)", re.I)
+# Numbers of a measurement: they go stale in a comment; docs/performance.md holds them, dated.
+MEASUREMENT = re.compile(r"\d\s?(us|µs|microseconds?)\b|\d\s?req/s|\d[\d,]* (GETs|POSTs|requests) a second", re.I)
+
+
+@pytest.mark.parametrize("module", CODE)
+def test_no_comment_names_a_document_outside_the_repository_or_a_measurement(module):
+    if module in COMMENTS_NOT_YET_CHECKED:
+        pytest.skip(COMMENTS_NOT_YET_CHECKED[module])
+    found = [f"{module}:{line}: {match.group(0)}" for line, text in comments(ROOT / module)
+             for match in [*OUTSIDE_DOCUMENT.finditer(text), *MEASUREMENT.finditer(text)]]
+    assert found == []
+
+
+def test_the_pointer_checks_find_what_they_look_for():
+    assert broken_pointers('see docs/operations.md, "Several workers" and docs/cli.md') == []
+    assert broken_pointers('docs/nowhere.md') == ["docs/nowhere.md"]
+    assert broken_pointers('(docs/operations.md, No Such Section)') == ['docs/operations.md, "No Such Section"']
+    assert broken_pointers('docs/operations.md#no-such-anchor') == ["docs/operations.md#no-such-anchor"]
+    assert broken_pointers('see README: several instances') == ['README, "several instances"']
+    assert OUTSIDE_DOCUMENT.search("the tenant-safe 404 (decisions, section 1)")
+    assert MEASUREMENT.search("about 5 us a request")
 
 
 def test_every_document_the_readme_sends_to_has_a_title():
