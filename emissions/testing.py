@@ -27,7 +27,7 @@ from . import models
 from . import webhooks
 from .app import create_app
 from .config import Config
-from .server import create_server
+from .server import close_listeners, create_server
 
 ACTOR = "sandbox"
 ENVIRONMENT = "test"
@@ -100,6 +100,10 @@ def _delivery_headers(secret: str, event_id: str, body: bytes, unix_seconds: int
 def _create_server(app, threads: int):
     """A Waitress server as `emissions serve` makes it, on a free loopback port."""
     return create_server(app, "127.0.0.1", 0, threads)
+
+
+def _stop_accepting(server) -> None:
+    close_listeners(server)
 
 
 def _close_database() -> None:
@@ -194,15 +198,19 @@ class Sandbox:
     def serve(self) -> Iterator[str]:
         """Serve the app with Waitress on a free 127.0.0.1 port; yield its base URL."""
         server = _create_server(self.app, self.config.serving_threads)
-        stopping = threading.Event()
+        stop_accepting, accepting_stopped, stopping = threading.Event(), threading.Event(), threading.Event()
 
         def loop() -> None:
-            # Waitress's own loop, a short poll at a time, so that it can be told to stop; the
-            # sockets are closed here, never under a poll that is using them.
+            # Waitress's own loop, a short poll at a time so that it can be told to stop. Every
+            # socket is closed in this thread, never under a poll that is using it.
             try:
                 while not stopping.is_set():
-                    wasyncore.loop(timeout=0.05, map=server._map, count=1)
+                    if stop_accepting.is_set() and not accepting_stopped.is_set():
+                        _stop_accepting(server)
+                        accepting_stopped.set()
+                    wasyncore.loop(timeout=0.05, use_poll=True, map=server._map, count=1)
             finally:
+                accepting_stopped.set()
                 wasyncore.close_all(server._map, ignore_all=True)
 
         thread = threading.Thread(target=loop, name="emissions-sandbox-server", daemon=True)
@@ -210,7 +218,9 @@ class Sandbox:
         try:
             yield f"http://127.0.0.1:{server.effective_port}"
         finally:
-            server.task_dispatcher.shutdown()  # the answers in hand first, then the loop
+            stop_accepting.set()
+            accepting_stopped.wait(10)
+            server.task_dispatcher.shutdown()  # the requests in hand are answered while the loop still runs
             stopping.set()
             thread.join(timeout=10)
 
