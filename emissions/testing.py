@@ -107,7 +107,8 @@ def _stop_accepting(server) -> None:
 
 
 def _close_database() -> None:
-    models.db.close()
+    if models.db.obj is not None:  # None when the app could not be built
+        models.db.close()
 
 
 # --- the sandbox -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -236,6 +237,16 @@ def test_one_sandbox_at_a_time_and_close_removes_its_directory():
     assert not directory.exists()
     with Sandbox() as second:
         assert TestApp(second.app).get("/v1/customers/demo-customer", headers=second.headers()).status_int == 200
+
+
+def test_a_sandbox_that_cannot_be_made_leaves_nothing_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp makes the sandbox's directory
+    with pytest.raises(ValueError, match="reference"):
+        Sandbox(customer_reference="bad reference\n")
+    assert list(tmp_path.iterdir()) == []
+    with Sandbox() as sandbox:  # and it is not counted as the open one
+        assert sandbox._directory.parent == tmp_path
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_database_url_cannot_be_chosen_and_settings_reach_the_service():
