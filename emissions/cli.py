@@ -21,10 +21,12 @@ from . import auth
 from . import backup
 from . import customers
 from . import factors
+from . import keys
 from . import limits
 from . import logs
 from . import migrations
 from . import models
+from . import organizations
 from . import webhooks
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
@@ -37,8 +39,8 @@ class CommandError(Exception):
 
 
 # The domain's own refusals: their messages are written for people, so they are printed as they are.
-DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError,
-                 backup.BackupError)
+DOMAIN_ERRORS = (organizations.OrganizationError, keys.ApiKeyError, factors.FactorError, webhooks.WebhookError,
+                 customers.CustomerError, workspace.WorkspaceError, backup.BackupError)
 
 
 def prose(value) -> str:
@@ -83,31 +85,20 @@ def parse_timestamp(raw: str | None) -> dt.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
-MAX_CAPACITY = 2**31 - 1  # the column is a 32-bit integer on PostgreSQL
-
-
 def capacity(raw: str) -> int | None:
     """A monthly capacity: a whole number, or 'none'."""
     if raw.lower() == "none":
         return None
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > MAX_CAPACITY:
-        raise CommandError(f"capacity must be a whole number from 0 to {MAX_CAPACITY} or 'none', got {raw!r}")
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > organizations.MAX_CAPACITY:
+        raise CommandError(f"capacity must be a whole number from 0 to {organizations.MAX_CAPACITY} or 'none', got {raw!r}")
     return int(raw)
 
 
 def organization(slug: str) -> Organization:
-    org = Organization.get_or_none(Organization.slug == slug)
+    org = organizations.find(slug)
     if org is None:
         raise CommandError(f"no organization with slug {slug}")
     return org
-
-
-def slugify(name: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48] or "org"
-    candidate, number = slug, 2
-    while Organization.select().where(Organization.slug == candidate).exists():
-        candidate, number = f"{slug}-{number}", number + 1
-    return candidate
 
 
 def customer_dict(customer: Customer) -> dict:
@@ -125,104 +116,52 @@ ORG_CREATE_FIELDS = ("slug", "name", "status", "entitled")
 
 
 def cmd_org_create(args, config):
-    if not 0 < len(args.name.strip()) <= 200:
-        raise CommandError("name must be 1 to 200 characters")
-    slug = args.slug or slugify(args.name)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug):
-        raise CommandError("slug must be lowercase letters, digits and dashes")
     live_capacity = None if args.live_capacity is None else capacity(args.live_capacity)
-    try:
-        with models.db.atomic():
-            org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
-                                      live_capacity=live_capacity)
-            audit.record("org.created", org.slug, organization=org,
-                         details={"name": org.name, "entitled": org.entitled, "live_capacity": live_capacity})
-    except pw.IntegrityError:
-        raise CommandError(f"an organization with slug {slug} already exists") from None
+    org = organizations.create(args.name, slug=args.slug, entitled=not args.not_entitled,
+                               live_capacity=live_capacity, actor=audit.CLI_ACTOR)
     # Exactly the decided shape; `org update` and `usage` show the capacities.
     emit(args, {name: value for name, value in org.to_dict().items() if name in ORG_CREATE_FIELDS})
 
 
 def cmd_org_update(args, config):
     org = organization(args.slug)
-    before = org.to_dict()
-    if args.status:
-        org.status = args.status
-    if args.entitled is not None:
-        org.entitled = args.entitled
-    if args.live_capacity is not None:
-        org.live_capacity = capacity(args.live_capacity)
-    if args.test_capacity is not None:
-        org.test_capacity = capacity(args.test_capacity)
-    changes = {name: value for name, value in org.to_dict().items() if before.get(name) != value}
-    with models.db.atomic():
-        org.save()
-        # Suspended: its people are signed out at once, for good. Reactivated: any session left from
-        # before the suspension (one older than this rule) is ended too, never revived.
-        if "status" in changes:
-            workspace.end_sessions_of(org.id)
-        if changes:
-            audit.record("org.updated", org.slug, organization=org, details=changes)
+    capacities = {name: capacity(value) for name, value in (("live_capacity", args.live_capacity),
+                                                             ("test_capacity", args.test_capacity))
+                  if value is not None}
+    organizations.update(org, status=args.status, entitled=args.entitled, **capacities, actor=audit.CLI_ACTOR)
     emit(args, org.to_dict())
 
 
 def cmd_org_list(args, config):
-    orgs = [org.to_dict() for org in Organization.select().order_by(Organization.slug)]
+    orgs = [org.to_dict() for org in organizations.listed()]
     emit(args, {"organizations": orgs}, "\n".join(
         f"{o['slug']}\t{o['status']}\tentitled: {prose(o['entitled'])}\t{o['name']}" for o in orgs) or "no organizations")
 
 
 def cmd_key_create(args, config):
-    if args.name and len(args.name) > 200:
-        raise CommandError("name must be at most 200 characters")
     org = organization(args.org)
-    scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
-    expires_at = parse_timestamp(args.expires_at)
-    if expires_at is not None and expires_at <= models.utcnow():
-        raise CommandError(f"--expires-at {args.expires_at} is not in the future; such a key could never be used")
-    secret = auth.instance_secret(config.secret_key)
-    try:
-        with models.db.atomic():
-            key, plain = auth.create_key(org, args.env, scopes, secret, name=args.name or "", expires_at=expires_at)
-            audit.record("key.created", key.id, organization=org, environment=key.environment,
-                         details={"name": key.name, "scopes": sorted(key.scope_set),
-                                  "expires_at": models.isoformat(key.expires_at)})
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    key, plain = keys.create(org, args.env, keys.parse_scopes(args.scopes),
+                             secret=auth.instance_secret(config.secret_key), name=args.name or "",
+                             expires_at=parse_timestamp(args.expires_at), actor=audit.CLI_ACTOR)
     emit(args, {"id": key.id, "key": plain, "environment": key.environment, "scopes": sorted(key.scope_set)},
          f"{plain}\n(key id {key.id}; shown once: store it in a secret manager)")
 
 
 def cmd_key_revoke(args, config):
-    key = models.ApiKey.get_or_none(models.ApiKey.id == args.key_id)
+    key = keys.find(args.key_id)
     if key is None:
         raise CommandError(f"no API key with id {args.key_id}")
-    if key.revoked_at is None:
-        with models.db.atomic():
-            key.revoked_at = models.utcnow()
-            key.save()
-            audit.record("key.revoked", key.id, organization=key.organization, environment=key.environment,
-                         details={"name": key.name})
+    keys.revoke(key, actor=audit.CLI_ACTOR)
     emit(args, {"id": key.id, "revoked": True}, f"revoked {key.id}")
-
-
-def key_status(key: models.ApiKey, now: dt.datetime) -> str:
-    """active, expired or revoked (a revoked key says so even when it has expired since)."""
-    if key.revoked_at is not None:
-        return "revoked"
-    if key.expires_at is not None and key.expires_at <= now:
-        return "expired"
-    return "active"
 
 
 def cmd_key_list(args, config):
     org = organization(args.org)
     now = models.utcnow()
-    keys = [{**key.to_dict(), "status": key_status(key, now)}
-            for key in org.api_keys.order_by(models.ApiKey.created_at)]
-    emit(args, {"keys": keys}, "\n".join(
+    listed = [{**key.to_dict(), "status": keys.status(key, now)} for key in keys.of_organization(org)]
+    emit(args, {"keys": listed}, "\n".join(
         f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{k['name'] or '-'}\t{','.join(k['scopes'])}\t"
-        f"{k['status']}\texpires {k['expires_at'] or 'never'}" for k in keys) or "no keys")
+        f"{k['status']}\texpires {k['expires_at'] or 'never'}" for k in listed) or "no keys")
 
 
 def cmd_customer_create(args, config):
@@ -416,14 +355,12 @@ def cmd_user_create(args, config):
 
 
 def cmd_user_list(args, config):
-    query = models.User.select(models.User, Organization).join(Organization).order_by(Organization.slug, models.User.email)
-    if args.org:
-        query = query.where(models.User.organization == organization(args.org))
-    users = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
-              "last_sign_in_at": models.isoformat(u.last_sign_in_at)} for u in query]
-    emit(args, {"users": users}, "\n".join(
+    listed = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
+               "last_sign_in_at": models.isoformat(u.last_sign_in_at)}
+              for u in workspace.accounts.users(organization(args.org) if args.org else None)]
+    emit(args, {"users": listed}, "\n".join(
         f"{u['email']}\t{u['organization']}\tcreated {u['created_at']}\tlast sign-in {u['last_sign_in_at'] or '-'}"
-        for u in users) or "no users")
+        for u in listed) or "no users")
 
 
 def cmd_user_delete(args, config):
@@ -667,10 +604,7 @@ def warn_about_secret(config: Config) -> None:
     """One warning on stderr when live keys are hashed under the secret kept in the database itself."""
     if config.secret_key:
         return
-    now = models.utcnow()
-    live = (models.ApiKey.select().where((models.ApiKey.environment == "live") & models.ApiKey.revoked_at.is_null()
-                                         & (models.ApiKey.expires_at.is_null() | (models.ApiKey.expires_at > now)))
-            .count())
+    live = keys.live_count()
     if live:
         print(f"emissions: warning: SECRET_KEY is unset while {live} live API keys exist: their hashes and the "
               "secret they are keyed with sit in the same database, so a copy of it is enough to test guessed "
@@ -702,22 +636,15 @@ def seed_sandbox(config: Config) -> str:
     """Create the sandbox organization, the factor library and a demo customer where missing; return a
     new test key. Each is in the audit trail, as when made by its own command."""
     factors.load_library()
-    with models.db.atomic():
-        org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG)
-        if org is None:
-            org = Organization.create(slug=SANDBOX_SLUG, name="Sandbox")
-            audit.record("org.created", org.slug, organization=org,
-                         details={"name": org.name, "entitled": org.entitled, "live_capacity": None})
-        if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
-            customer = Customer.create(organization=org, environment="test", reference=DEMO_CUSTOMER,
-                                       name="Demo Customer Ltd", country_code="GB")
+    org = organizations.find(SANDBOX_SLUG) or organizations.create("Sandbox", slug=SANDBOX_SLUG, actor=audit.CLI_ACTOR)
+    if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
+        with models.db.atomic():
+            customer = customers.create(org, "test", DEMO_CUSTOMER, "Demo Customer Ltd", "GB")
             audit.record("customer.created", customer.reference, organization=org, environment="test",
                          details={"name": customer.name, "country_code": customer.country_code,
                                   "status": customer.status})
-        key, plain = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(config.secret_key),
-                                     name="quickstart")
-        audit.record("key.created", key.id, organization=org, environment="test",
-                     details={"name": key.name, "scopes": sorted(key.scope_set), "expires_at": None})
+    _, plain = keys.create(org, "test", list(SCOPES), secret=auth.instance_secret(config.secret_key),
+                           name="quickstart", actor=audit.CLI_ACTOR)
     return plain
 
 
@@ -839,7 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(keys, "create", cmd_key_create, "create an API key (shown once)")
     sub.add_argument("--org", required=True)
     sub.add_argument("--env", required=True, choices=["test", "live"])
-    sub.add_argument("--scopes", required=True, help="comma-separated: " + ",".join(SCOPES))
+    sub.add_argument("--scopes", required=True, help="comma-separated: " + ",".join(SCOPES) + "; or all")
     sub.add_argument("--expires-at")
     sub.add_argument("--name")
     sub = command(keys, "revoke", cmd_key_revoke, "revoke an API key")
