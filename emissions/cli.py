@@ -9,10 +9,12 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import sys
 
 import peewee as pw
+from playhouse import db_url
 
 import emissions
 
@@ -648,6 +650,27 @@ def seed_sandbox(config: Config) -> str:
     return plain
 
 
+def base_url(host: str, port: int) -> str:
+    """Where a browser or curl on this machine reaches a server listening on host:port."""
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}"
+
+
+def invoked_as() -> str:
+    """The `emissions` command as this one was typed (.venv/bin/emissions, python3 emissions.pyz)."""
+    program = sys.argv[0] if sys.argv else ""
+    if os.path.basename(program) == "emissions":
+        return shlex.quote(program)
+    if program.endswith(".pyz"):
+        return f"python3 {shlex.quote(program)}"
+    return "emissions"
+
+
+def sign_in_command() -> str:
+    """The command that makes a workspace sign-in for the sandbox organization (it asks for a password)."""
+    return f"{invoked_as()} user create --org {SANDBOX_SLUG} --email you@example.com"
+
+
 def quickstart_curl(key: str, host: str, port: int) -> str:
     """A curl command, ready to paste, that calculates a shipment for the demo customer."""
     body = json.dumps({
@@ -657,8 +680,7 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
         "cargo": {"value": 12.5, "unit": "tonne"}, "distance": {"value": 320, "unit": "km"},
         "activity_date": dt.date.today().isoformat(),
         "factor_reference": QUICKSTART_FACTOR}, separators=(",", ":"))
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
-    return (f"curl -sS -X POST http://{host}:{port}/v1/emissions/logistics \\\n"
+    return (f"curl -sS -X POST {base_url(host, port)}/v1/emissions/logistics \\\n"
             f"  -H 'Authorization: Bearer {key}' \\\n"
             f"  -H 'Content-Type: application/json' \\\n"
             f"  -H 'Idempotency-Key: quickstart-{secrets.token_hex(6)}' \\\n"
@@ -671,7 +693,8 @@ def cmd_quickstart(args, config):
     if args.json:
         def announce(url: str) -> None:
             print(json.dumps({"organization": SANDBOX_SLUG, "environment": "test", "customer": DEMO_CUSTOMER,
-                              "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port)}),
+                              "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port),
+                              "workspace": f"{url}/workspace", "sign_in": sign_in_command()}),
                   flush=True)
 
         serve(config, args, json_output=True, announce=announce)
@@ -683,8 +706,17 @@ Test API key (shown once): {plain}
 Try it from another terminal:
 
 {quickstart_curl(plain, args.host, args.port)}
+
+The workspace: {base_url(args.host, args.port)}/workspace
+Make a sign-in for it from another terminal, in this directory (it asks for a password):
+
+{sign_in_command()}
 """, flush=True)
     serve(config, args)
+
+
+# The commands that apply pending migrations (as documented); every other one refuses to run on them.
+MIGRATING_COMMANDS = (cmd_migrate, cmd_serve, cmd_quickstart)
 
 
 # --- the parser ------------------------------------------------------------------------------
@@ -904,6 +936,25 @@ def password_options(sub, allow_argument: bool = True) -> None:
         sub.add_argument("--password", help="kept for scripts; lands in shell history: prefer --password-stdin")
 
 
+def pending_message(count: int) -> str:
+    return f"the database has {count} pending migration{'s' if count != 1 else ''}: run `emissions migrate` first"
+
+
+def refuse_if_pending(database) -> None:
+    """A command other than migrate, serve and quickstart changes no schema: it stops at pending migrations."""
+    waiting = migrations.pending(database)
+    if waiting:
+        raise CommandError(pending_message(len(waiting)))
+
+
+def is_new_sqlite_file(url: str) -> bool:
+    """A SQLite DATABASE_URL naming a file that does not exist yet (opening it would create it)."""
+    if not url.startswith("sqlite"):
+        return False
+    path = db_url.parse(url).get("database") or ""
+    return path not in ("", ":memory:") and not path.startswith("file:") and not os.path.exists(path)
+
+
 def _is_text(argument: str) -> bool:
     try:
         argument.encode("utf-8")  # bytes that were not UTF-8 arrive as lone surrogates
@@ -928,13 +979,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         config = Config.from_env()
+        migrating = args.handler in MIGRATING_COMMANDS
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
+        elif not migrating and is_new_sqlite_file(config.database_url):  # every migration is pending
+            raise CommandError(pending_message(len(migrations.available())))
         try:
             database = models.bind(config.database_url)
         except ValueError as exc:  # a DATABASE_URL of an unknown kind
             raise CommandError(str(exc)) from None
-        args.applied = migrations.run(database)
+        if migrating:
+            args.applied = migrations.run(database)
+        else:
+            refuse_if_pending(database)
         status = args.handler(args, config)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is met below, not in a traceback
     except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:
