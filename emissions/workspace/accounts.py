@@ -21,11 +21,11 @@ from .. import audit
 from ..models import Organization, User, WorkspaceSession, db, utcnow
 
 SESSION_HOURS = 8
-# scrypt: memory-hard; n=2**14 costs a few tens of milliseconds a check on this class of machine.
+# scrypt: memory-hard, so a stolen hash is slow to guess on any hardware; n=2**14 keeps a sign-in quick.
 SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024
-MAX_EMAIL = 254  # RFC 5321's longest address; longer ones are refused before anything is kept
+MAX_EMAIL = 254  # the longest address SMTP delivers to; longer ones are refused before anything is kept
 
 
 class WorkspaceError(ValueError):
