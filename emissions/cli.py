@@ -91,8 +91,9 @@ def capacity(raw: str) -> int | None:
     """A monthly capacity: a whole number, or 'none'."""
     if raw.lower() == "none":
         return None
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > organizations.MAX_CAPACITY:
-        raise CommandError(f"capacity must be a whole number from 0 to {organizations.MAX_CAPACITY} or 'none', got {raw!r}")
+    most = organizations.MAX_CAPACITY
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > most:
+        raise CommandError(f"capacity must be a whole number from 0 to {most} or 'none', got {raw!r}")
     return int(raw)
 
 
@@ -638,7 +639,9 @@ def seed_sandbox(config: Config) -> str:
     """Create the sandbox organization, the factor library and a demo customer where missing; return a
     new test key. Each is in the audit trail, as when made by its own command."""
     factors.load_library()
-    org = organizations.find(SANDBOX_SLUG) or organizations.create("Sandbox", slug=SANDBOX_SLUG, actor=audit.CLI_ACTOR)
+    org = organizations.find(SANDBOX_SLUG)
+    if org is None:
+        org = organizations.create("Sandbox", slug=SANDBOX_SLUG, actor=audit.CLI_ACTOR)
     if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
         with models.db.atomic():
             customer = customers.create(org, "test", DEMO_CUSTOMER, "Demo Customer Ltd", "GB")
@@ -794,16 +797,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--org", required=True)
     sub.add_argument("--period", help="YYYY-MM (UTC); the current month when left out")
 
-    keys = group("key", "API keys")
-    sub = command(keys, "create", cmd_key_create, "create an API key (shown once)")
+    api_keys = group("key", "API keys")
+    sub = command(api_keys, "create", cmd_key_create, "create an API key (shown once)")
     sub.add_argument("--org", required=True)
     sub.add_argument("--env", required=True, choices=["test", "live"])
     sub.add_argument("--scopes", required=True, help="comma-separated: " + ",".join(SCOPES) + "; or all")
     sub.add_argument("--expires-at")
     sub.add_argument("--name")
-    sub = command(keys, "revoke", cmd_key_revoke, "revoke an API key")
+    sub = command(api_keys, "revoke", cmd_key_revoke, "revoke an API key")
     sub.add_argument("key_id")
-    sub = command(keys, "list", cmd_key_list, "list an organization's keys")
+    sub = command(api_keys, "list", cmd_key_list, "list an organization's keys")
     sub.add_argument("--org", required=True)
 
     custs = group("customer", "customers")
@@ -937,6 +940,7 @@ def password_options(sub, allow_argument: bool = True) -> None:
 
 
 def pending_message(count: int) -> str:
+    """The one line a command meets on a database with `count` pending migrations."""
     return f"the database has {count} pending migration{'s' if count != 1 else ''}: run `emissions migrate` first"
 
 

@@ -694,10 +694,10 @@ class Workspace:
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         try:
             # The page that shows the key once is kept in the key's own transaction.
-            key, plain = keys.create(org, kept["environment"], kept["scopes"], secret=self.secret, name=name.strip(),
-                                     expires_at=expires_at, actor=session.actor,
-                                     then=lambda key, plain: self.flash.put(session, "key", {
-                                         "key": plain, "id": key.id, "name": key.name}))
+            key, _ = keys.create(org, kept["environment"], kept["scopes"], secret=self.secret, name=name.strip(),
+                                 expires_at=expires_at, actor=session.actor,
+                                 then=lambda made, plain: self.flash.put(session, "key", {
+                                     "key": plain, "id": made.id, "name": made.name}))
         except keys.ApiKeyError as exc:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400, form=kept)
         if key.environment != session.environment:
@@ -724,7 +724,8 @@ class Workspace:
     @signed_in
     def team_page(self, session: Session, error: str = "", status: int = 200, form: dict | None = None,
                   notice: str = "", headers: dict | None = None):
-        return render("team", status, headers, title="Team", users=accounts.users(session.organization), error=error, form=form or {},
+        return render("team", status, headers, title="Team", users=accounts.users(session.organization), error=error,
+                      form=form or {},
                       notice=notice or self.flash.take_notice(session),
                       **self.chrome(session, "team"))
 
