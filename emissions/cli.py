@@ -660,12 +660,14 @@ def base_url(host: str, port: int) -> str:
 
 
 def invoked_as() -> str:
-    """The `emissions` command as this one was typed (.venv/bin/emissions, python3 emissions.pyz)."""
+    """The `emissions` command as this one was typed (.venv/bin/emissions, python3 emissions.pyz, python -m)."""
     program = sys.argv[0] if sys.argv else ""
     if os.path.basename(program) == "emissions":
         return shlex.quote(program)
     if program.endswith(".pyz"):
         return f"python3 {shlex.quote(program)}"
+    if os.path.basename(program) == "__main__.py":  # python -m emissions
+        return f"{shlex.quote(sys.executable)} -m emissions"
     return "emissions"
 
 

@@ -7,11 +7,13 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import requests
 
+from emissions import cli
 from emissions import migrations
 from emissions import models
 from emissions.models import SCOPES
@@ -139,3 +141,14 @@ def test_migrate_then_org_list_on_an_unmigrated_postgres_schema(tmp_path):
         listed = subprocess.run([str(EMISSIONS), "org", "list", "--json"], env=environment, capture_output=True,
                                 text=True, timeout=60)
         assert (listed.returncode, json.loads(listed.stdout)) == (0, {"organizations": []})
+
+
+@pytest.mark.parametrize("program, expected", [
+    (".venv/bin/emissions", ".venv/bin/emissions"),
+    ("/opt/emissions/dist/emissions.pyz", "python3 /opt/emissions/dist/emissions.pyz"),
+    ("/srv/app/emissions/__main__.py", "{python} -m emissions"),
+])
+def test_the_sign_in_command_is_the_emissions_command_as_it_was_typed(monkeypatch, program, expected):
+    monkeypatch.setattr("sys.argv", [program, "quickstart"])
+    assert cli.sign_in_command() == (expected.format(python=sys.executable)
+                                     + " user create --org sandbox --email you@example.com")
