@@ -75,7 +75,7 @@ def main() -> None:
     app = create_app(config)
     org = Organization.create(slug="bench", name="Bench")
     Customer.create(organization=org, environment="test", reference="bench", name="Bench")
-    workspace.create_user(org, "ops@bench.example", "correct horse battery")
+    workspace.create_user(org, "ops@bench.example", "correct horse battery", actor="bench")
     _, key = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(None))
     if args.no_throttle:
         for route in app.routes:

@@ -48,7 +48,8 @@ def hash_key(secret: bytes, plain_key: str) -> str:
 
 def create_key(organization: Organization, environment: str, scopes: list[str], secret: bytes,
                name: str = "", expires_at=None) -> tuple[ApiKey, str]:
-    """Create a key; the plain value is returned once and never stored."""
+    """Make the key's row in the caller's transaction; the plain value is returned once and never stored.
+    keys.create is the write an organization's key is made by (with its audit record)."""
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
         raise ValueError(f"unknown scope(s): {', '.join(unknown)}; known: {', '.join(SCOPES)}")

@@ -9,10 +9,12 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import sys
 
 import peewee as pw
+from playhouse import db_url
 
 import emissions
 
@@ -21,10 +23,12 @@ from . import auth
 from . import backup
 from . import customers
 from . import factors
+from . import keys
 from . import limits
 from . import logs
 from . import migrations
 from . import models
+from . import organizations
 from . import webhooks
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
@@ -37,8 +41,8 @@ class CommandError(Exception):
 
 
 # The domain's own refusals: their messages are written for people, so they are printed as they are.
-DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError,
-                 backup.BackupError)
+DOMAIN_ERRORS = (organizations.OrganizationError, keys.ApiKeyError, factors.FactorError, webhooks.WebhookError,
+                 customers.CustomerError, workspace.WorkspaceError, backup.BackupError)
 
 
 def prose(value) -> str:
@@ -83,31 +87,21 @@ def parse_timestamp(raw: str | None) -> dt.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
-MAX_CAPACITY = 2**31 - 1  # the column is a 32-bit integer on PostgreSQL
-
-
 def capacity(raw: str) -> int | None:
     """A monthly capacity: a whole number, or 'none'."""
     if raw.lower() == "none":
         return None
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > MAX_CAPACITY:
-        raise CommandError(f"capacity must be a whole number from 0 to {MAX_CAPACITY} or 'none', got {raw!r}")
+    most = organizations.MAX_CAPACITY
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > most:
+        raise CommandError(f"capacity must be a whole number from 0 to {most} or 'none', got {raw!r}")
     return int(raw)
 
 
 def organization(slug: str) -> Organization:
-    org = Organization.get_or_none(Organization.slug == slug)
+    org = organizations.find(slug)
     if org is None:
         raise CommandError(f"no organization with slug {slug}")
     return org
-
-
-def slugify(name: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48] or "org"
-    candidate, number = slug, 2
-    while Organization.select().where(Organization.slug == candidate).exists():
-        candidate, number = f"{slug}-{number}", number + 1
-    return candidate
 
 
 def customer_dict(customer: Customer) -> dict:
@@ -125,104 +119,52 @@ ORG_CREATE_FIELDS = ("slug", "name", "status", "entitled")
 
 
 def cmd_org_create(args, config):
-    if not 0 < len(args.name.strip()) <= 200:
-        raise CommandError("name must be 1 to 200 characters")
-    slug = args.slug or slugify(args.name)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug):
-        raise CommandError("slug must be lowercase letters, digits and dashes")
     live_capacity = None if args.live_capacity is None else capacity(args.live_capacity)
-    try:
-        with models.db.atomic():
-            org = Organization.create(slug=slug, name=args.name, entitled=not args.not_entitled,
-                                      live_capacity=live_capacity)
-            audit.record("org.created", org.slug, organization=org,
-                         details={"name": org.name, "entitled": org.entitled, "live_capacity": live_capacity})
-    except pw.IntegrityError:
-        raise CommandError(f"an organization with slug {slug} already exists") from None
+    org = organizations.create(args.name, slug=args.slug, entitled=not args.not_entitled,
+                               live_capacity=live_capacity, actor=audit.CLI_ACTOR)
     # Exactly the decided shape; `org update` and `usage` show the capacities.
     emit(args, {name: value for name, value in org.to_dict().items() if name in ORG_CREATE_FIELDS})
 
 
 def cmd_org_update(args, config):
     org = organization(args.slug)
-    before = org.to_dict()
-    if args.status:
-        org.status = args.status
-    if args.entitled is not None:
-        org.entitled = args.entitled
-    if args.live_capacity is not None:
-        org.live_capacity = capacity(args.live_capacity)
-    if args.test_capacity is not None:
-        org.test_capacity = capacity(args.test_capacity)
-    changes = {name: value for name, value in org.to_dict().items() if before.get(name) != value}
-    with models.db.atomic():
-        org.save()
-        # Suspended: its people are signed out at once, for good. Reactivated: any session left from
-        # before the suspension (one older than this rule) is ended too, never revived.
-        if "status" in changes:
-            workspace.end_sessions_of(org.id)
-        if changes:
-            audit.record("org.updated", org.slug, organization=org, details=changes)
+    capacities = {name: capacity(value) for name, value in (("live_capacity", args.live_capacity),
+                                                             ("test_capacity", args.test_capacity))
+                  if value is not None}
+    organizations.update(org, status=args.status, entitled=args.entitled, **capacities, actor=audit.CLI_ACTOR)
     emit(args, org.to_dict())
 
 
 def cmd_org_list(args, config):
-    orgs = [org.to_dict() for org in Organization.select().order_by(Organization.slug)]
+    orgs = [org.to_dict() for org in organizations.listed()]
     emit(args, {"organizations": orgs}, "\n".join(
         f"{o['slug']}\t{o['status']}\tentitled: {prose(o['entitled'])}\t{o['name']}" for o in orgs) or "no organizations")
 
 
 def cmd_key_create(args, config):
-    if args.name and len(args.name) > 200:
-        raise CommandError("name must be at most 200 characters")
     org = organization(args.org)
-    scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
-    expires_at = parse_timestamp(args.expires_at)
-    if expires_at is not None and expires_at <= models.utcnow():
-        raise CommandError(f"--expires-at {args.expires_at} is not in the future; such a key could never be used")
-    secret = auth.instance_secret(config.secret_key)
-    try:
-        with models.db.atomic():
-            key, plain = auth.create_key(org, args.env, scopes, secret, name=args.name or "", expires_at=expires_at)
-            audit.record("key.created", key.id, organization=org, environment=key.environment,
-                         details={"name": key.name, "scopes": sorted(key.scope_set),
-                                  "expires_at": models.isoformat(key.expires_at)})
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    key, plain = keys.create(org, args.env, keys.parse_scopes(args.scopes),
+                             secret=auth.instance_secret(config.secret_key), name=args.name or "",
+                             expires_at=parse_timestamp(args.expires_at), actor=audit.CLI_ACTOR)
     emit(args, {"id": key.id, "key": plain, "environment": key.environment, "scopes": sorted(key.scope_set)},
          f"{plain}\n(key id {key.id}; shown once: store it in a secret manager)")
 
 
 def cmd_key_revoke(args, config):
-    key = models.ApiKey.get_or_none(models.ApiKey.id == args.key_id)
+    key = keys.find(args.key_id)
     if key is None:
         raise CommandError(f"no API key with id {args.key_id}")
-    if key.revoked_at is None:
-        with models.db.atomic():
-            key.revoked_at = models.utcnow()
-            key.save()
-            audit.record("key.revoked", key.id, organization=key.organization, environment=key.environment,
-                         details={"name": key.name})
+    keys.revoke(key, actor=audit.CLI_ACTOR)
     emit(args, {"id": key.id, "revoked": True}, f"revoked {key.id}")
-
-
-def key_status(key: models.ApiKey, now: dt.datetime) -> str:
-    """active, expired or revoked (a revoked key says so even when it has expired since)."""
-    if key.revoked_at is not None:
-        return "revoked"
-    if key.expires_at is not None and key.expires_at <= now:
-        return "expired"
-    return "active"
 
 
 def cmd_key_list(args, config):
     org = organization(args.org)
     now = models.utcnow()
-    keys = [{**key.to_dict(), "status": key_status(key, now)}
-            for key in org.api_keys.order_by(models.ApiKey.created_at)]
-    emit(args, {"keys": keys}, "\n".join(
+    listed = [{**key.to_dict(), "status": keys.status(key, now)} for key in keys.of_organization(org)]
+    emit(args, {"keys": listed}, "\n".join(
         f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{k['name'] or '-'}\t{','.join(k['scopes'])}\t"
-        f"{k['status']}\texpires {k['expires_at'] or 'never'}" for k in keys) or "no keys")
+        f"{k['status']}\texpires {k['expires_at'] or 'never'}" for k in listed) or "no keys")
 
 
 def cmd_customer_create(args, config):
@@ -416,14 +358,12 @@ def cmd_user_create(args, config):
 
 
 def cmd_user_list(args, config):
-    query = models.User.select(models.User, Organization).join(Organization).order_by(Organization.slug, models.User.email)
-    if args.org:
-        query = query.where(models.User.organization == organization(args.org))
-    users = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
-              "last_sign_in_at": models.isoformat(u.last_sign_in_at)} for u in query]
-    emit(args, {"users": users}, "\n".join(
+    listed = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
+               "last_sign_in_at": models.isoformat(u.last_sign_in_at)}
+              for u in workspace.accounts.users(organization(args.org) if args.org else None)]
+    emit(args, {"users": listed}, "\n".join(
         f"{u['email']}\t{u['organization']}\tcreated {u['created_at']}\tlast sign-in {u['last_sign_in_at'] or '-'}"
-        for u in users) or "no users")
+        for u in listed) or "no users")
 
 
 def cmd_user_delete(args, config):
@@ -667,10 +607,7 @@ def warn_about_secret(config: Config) -> None:
     """One warning on stderr when live keys are hashed under the secret kept in the database itself."""
     if config.secret_key:
         return
-    now = models.utcnow()
-    live = (models.ApiKey.select().where((models.ApiKey.environment == "live") & models.ApiKey.revoked_at.is_null()
-                                         & (models.ApiKey.expires_at.is_null() | (models.ApiKey.expires_at > now)))
-            .count())
+    live = keys.live_count()
     if live:
         print(f"emissions: warning: SECRET_KEY is unset while {live} live API keys exist: their hashes and the "
               "secret they are keyed with sit in the same database, so a copy of it is enough to test guessed "
@@ -702,23 +639,41 @@ def seed_sandbox(config: Config) -> str:
     """Create the sandbox organization, the factor library and a demo customer where missing; return a
     new test key. Each is in the audit trail, as when made by its own command."""
     factors.load_library()
-    with models.db.atomic():
-        org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG)
-        if org is None:
-            org = Organization.create(slug=SANDBOX_SLUG, name="Sandbox")
-            audit.record("org.created", org.slug, organization=org,
-                         details={"name": org.name, "entitled": org.entitled, "live_capacity": None})
-        if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
-            customer = Customer.create(organization=org, environment="test", reference=DEMO_CUSTOMER,
-                                       name="Demo Customer Ltd", country_code="GB")
+    org = organizations.find(SANDBOX_SLUG)
+    if org is None:
+        org = organizations.create("Sandbox", slug=SANDBOX_SLUG, actor=audit.CLI_ACTOR)
+    if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
+        with models.db.atomic():
+            customer = customers.create(org, "test", DEMO_CUSTOMER, "Demo Customer Ltd", "GB")
             audit.record("customer.created", customer.reference, organization=org, environment="test",
                          details={"name": customer.name, "country_code": customer.country_code,
                                   "status": customer.status})
-        key, plain = auth.create_key(org, "test", list(SCOPES), auth.instance_secret(config.secret_key),
-                                     name="quickstart")
-        audit.record("key.created", key.id, organization=org, environment="test",
-                     details={"name": key.name, "scopes": sorted(key.scope_set), "expires_at": None})
+    _, plain = keys.create(org, "test", list(SCOPES), secret=auth.instance_secret(config.secret_key),
+                           name="quickstart", actor=audit.CLI_ACTOR)
     return plain
+
+
+def base_url(host: str, port: int) -> str:
+    """Where a browser or curl on this machine reaches a server listening on host:port."""
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}"
+
+
+def invoked_as() -> str:
+    """The `emissions` command as this one was typed (.venv/bin/emissions, python3 emissions.pyz, python -m)."""
+    program = sys.argv[0] if sys.argv else ""
+    if os.path.basename(program) == "emissions":
+        return shlex.quote(program)
+    if program.endswith(".pyz"):
+        return f"python3 {shlex.quote(program)}"
+    if os.path.basename(program) == "__main__.py":  # python -m emissions
+        return f"{shlex.quote(sys.executable)} -m emissions"
+    return "emissions"
+
+
+def sign_in_command() -> str:
+    """The command that makes a workspace sign-in for the sandbox organization (it asks for a password)."""
+    return f"{invoked_as()} user create --org {SANDBOX_SLUG} --email you@example.com"
 
 
 def quickstart_curl(key: str, host: str, port: int) -> str:
@@ -730,8 +685,7 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
         "cargo": {"value": 12.5, "unit": "tonne"}, "distance": {"value": 320, "unit": "km"},
         "activity_date": dt.date.today().isoformat(),
         "factor_reference": QUICKSTART_FACTOR}, separators=(",", ":"))
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
-    return (f"curl -sS -X POST http://{host}:{port}/v1/emissions/logistics \\\n"
+    return (f"curl -sS -X POST {base_url(host, port)}/v1/emissions/logistics \\\n"
             f"  -H 'Authorization: Bearer {key}' \\\n"
             f"  -H 'Content-Type: application/json' \\\n"
             f"  -H 'Idempotency-Key: quickstart-{secrets.token_hex(6)}' \\\n"
@@ -744,7 +698,8 @@ def cmd_quickstart(args, config):
     if args.json:
         def announce(url: str) -> None:
             print(json.dumps({"organization": SANDBOX_SLUG, "environment": "test", "customer": DEMO_CUSTOMER,
-                              "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port)}),
+                              "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port),
+                              "workspace": f"{url}/workspace", "sign_in": sign_in_command()}),
                   flush=True)
 
         serve(config, args, json_output=True, announce=announce)
@@ -756,8 +711,17 @@ Test API key (shown once): {plain}
 Try it from another terminal:
 
 {quickstart_curl(plain, args.host, args.port)}
+
+The workspace: {base_url(args.host, args.port)}/workspace
+Make a sign-in for it from another terminal, in this directory (it asks for a password):
+
+{sign_in_command()}
 """, flush=True)
     serve(config, args)
+
+
+# The commands that apply pending migrations (as documented); every other one refuses to run on them.
+MIGRATING_COMMANDS = (cmd_migrate, cmd_serve, cmd_quickstart)
 
 
 # --- the parser ------------------------------------------------------------------------------
@@ -835,16 +799,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--org", required=True)
     sub.add_argument("--period", help="YYYY-MM (UTC); the current month when left out")
 
-    keys = group("key", "API keys")
-    sub = command(keys, "create", cmd_key_create, "create an API key (shown once)")
+    api_keys = group("key", "API keys")
+    sub = command(api_keys, "create", cmd_key_create, "create an API key (shown once)")
     sub.add_argument("--org", required=True)
     sub.add_argument("--env", required=True, choices=["test", "live"])
-    sub.add_argument("--scopes", required=True, help="comma-separated: " + ",".join(SCOPES))
+    sub.add_argument("--scopes", required=True, help="comma-separated: " + ",".join(SCOPES) + "; or all")
     sub.add_argument("--expires-at")
     sub.add_argument("--name")
-    sub = command(keys, "revoke", cmd_key_revoke, "revoke an API key")
+    sub = command(api_keys, "revoke", cmd_key_revoke, "revoke an API key")
     sub.add_argument("key_id")
-    sub = command(keys, "list", cmd_key_list, "list an organization's keys")
+    sub = command(api_keys, "list", cmd_key_list, "list an organization's keys")
     sub.add_argument("--org", required=True)
 
     custs = group("customer", "customers")
@@ -977,6 +941,26 @@ def password_options(sub, allow_argument: bool = True) -> None:
         sub.add_argument("--password", help="kept for scripts; lands in shell history: prefer --password-stdin")
 
 
+def pending_message(count: int) -> str:
+    """The one line a command meets on a database with `count` pending migrations."""
+    return f"the database has {count} pending migration{'s' if count != 1 else ''}: run `emissions migrate` first"
+
+
+def refuse_if_pending(database) -> None:
+    """A command other than migrate, serve and quickstart changes no schema: it stops at pending migrations."""
+    waiting = migrations.pending(database)
+    if waiting:
+        raise CommandError(pending_message(len(waiting)))
+
+
+def is_new_sqlite_file(url: str) -> bool:
+    """A SQLite DATABASE_URL naming a file that does not exist yet (opening it would create it)."""
+    if not url.startswith("sqlite"):
+        return False
+    path = db_url.parse(url).get("database") or ""
+    return path not in ("", ":memory:") and not path.startswith("file:") and not os.path.exists(path)
+
+
 def _is_text(argument: str) -> bool:
     try:
         argument.encode("utf-8")  # bytes that were not UTF-8 arrive as lone surrogates
@@ -1001,13 +985,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         config = Config.from_env()
+        migrating = args.handler in MIGRATING_COMMANDS
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
+        elif not migrating and is_new_sqlite_file(config.database_url):  # every migration is pending
+            raise CommandError(pending_message(len(migrations.available())))
         try:
             database = models.bind(config.database_url)
         except ValueError as exc:  # a DATABASE_URL of an unknown kind
             raise CommandError(str(exc)) from None
-        args.applied = migrations.run(database)
+        if migrating:
+            args.applied = migrations.run(database)
+        else:
+            refuse_if_pending(database)
         status = args.handler(args, config)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is met below, not in a traceback
     except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:
@@ -1017,7 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"emissions: database error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `emissions audit | head`: the reader went before the output was written
-        # What the Python documentation advises (signal module, "Note on SIGPIPE"): no traceback at exit.
+        # stdout points at /dev/null from here, so the interpreter's own flush at exit cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print("emissions: the output was closed before all of it was written", file=sys.stderr)
         return 1

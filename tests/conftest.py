@@ -265,6 +265,7 @@ def serving(tmp_path, monkeypatch, *argv, **env):
     """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
     factor; yields (process, url, key). Killed at the end if still running."""
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'served.sqlite3'}")
+    cli_json("migrate")
     cli_json("org", "create", "--name", "Acme", "--slug", "acme")
     key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
     cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")

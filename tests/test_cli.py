@@ -1,6 +1,7 @@
 """The operator CLI of decisions section 9: --json shapes, effects seen through the API, one-line errors."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -8,6 +9,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 from decimal import Decimal
 from fractions import Fraction
@@ -34,6 +36,13 @@ def calculate(client, key: str, idempotency_key: str = "idem-1", **overrides):
                             headers=auth_headers(key, idempotency_key), status="*")
 
 
+@pytest.fixture(autouse=True)
+def migrated(request):
+    """Commands run in-process (`emissions`, `ok`, `fails`) meet a migrated database, as after `emissions migrate`."""
+    if "emissions" in request.fixturenames:
+        migrations.run(models.bind(request.getfixturevalue("config").database_url))
+
+
 # --- as a real subprocess ------------------------------------------------------------------------
 
 def run_command(*argv, cwd: Path, **env) -> subprocess.CompletedProcess:
@@ -55,13 +64,49 @@ def test_migrate_applies_every_migration_once(tmp_path):
 
 
 def test_without_database_url_the_database_is_a_file_in_the_working_directory(tmp_path):
+    migrated = run_command("migrate", cwd=tmp_path)
+    assert migrated.returncode == 0, migrated.stderr
+    assert (tmp_path / "emissions.sqlite3").exists()
     result = run_command("org", "create", "--name", "Acme", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "emissions.sqlite3").exists()
+
+
+def sqlite_tables(path: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        return [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+
+
+def test_a_command_on_a_new_database_exits_1_naming_migrate_and_creates_nothing(tmp_path):
+    result = run_command("org", "list", cwd=tmp_path)
+    count = len(migrations.available())
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"emissions: the database has {count} pending migrations: run `emissions migrate` first\n"
+    assert not (tmp_path / "emissions.sqlite3").exists()
+
+
+def test_a_command_on_an_unmigrated_database_exits_1_and_creates_no_tables(tmp_path):
+    sqlite3.connect(tmp_path / "emissions.sqlite3").close()  # an empty file, as a mistaken touch leaves
+    result = run_command("org", "list", "--json", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.count("\n") == 1 and "run `emissions migrate` first" in result.stderr
+    assert sqlite_tables(tmp_path / "emissions.sqlite3") == []
+    assert run_command("migrate", cwd=tmp_path).returncode == 0
+    listed = run_command("org", "list", "--json", cwd=tmp_path)
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, {"organizations": []})
+
+
+def test_a_command_after_an_upgrade_names_the_migrations_still_to_apply(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    assert run_command("migrate", cwd=tmp_path, DATABASE_URL=url).returncode == 0
+    with contextlib.closing(sqlite3.connect(tmp_path / "old.sqlite3")) as connection, connection:
+        connection.execute("DELETE FROM migration_history WHERE name = ?", (migrations.available()[-1].stem,))
+    result = run_command("key", "list", "--org", "acme", cwd=tmp_path, DATABASE_URL=url)
+    assert (result.returncode, result.stderr) == (
+        1, "emissions: the database has 1 pending migration: run `emissions migrate` first\n")
 
 
 @pytest.mark.parametrize("argv, env, status, message", [
-    (["org", "update", "nobody"], {}, 1, "no organization with slug nobody"),
+    (["org", "update", "nobody"], {}, 1, "pending migrations: run `emissions migrate` first"),
     (["org"], {}, 2, "the following arguments are required"),
     (["migrate"], {"SECRET_KEY": "too-short"}, 1, "SECRET_KEY must be at least 32 characters"),
     (["factor", "create", "--reference", "x"], {}, 2, "the following arguments are required"),

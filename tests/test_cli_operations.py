@@ -14,11 +14,19 @@ import requests
 
 from emissions import backup
 from emissions import cli
+from emissions import migrations
 from emissions import models
 from emissions import webhooks
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
 from conftest import EMISSIONS, LiveServer, logistics_body, post_calculation
 from webhook_receiver import Receiver
+
+
+@pytest.fixture(autouse=True)
+def migrated(request):
+    """Commands run in-process (`emissions`, `ok`, `fails`) meet a migrated database, as after `emissions migrate`."""
+    if "emissions" in request.fixturenames:
+        migrations.run(models.bind(request.getfixturevalue("config").database_url))
 
 
 def text(emissions, *argv) -> str:
@@ -78,6 +86,7 @@ def test_the_audit_shows_an_endpoints_url_without_its_query_or_fragment(ok, rece
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     """`emissions factor list --json | head -c 10`: the pipe closes, and the command stops quietly."""
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'pipe.sqlite3'}"}
+    subprocess.run([str(EMISSIONS), "migrate"], env=env, check=True, capture_output=True)
     subprocess.run([str(EMISSIONS), "factor", "load-library"], env=env, check=True, capture_output=True)
     # About 90 KB of JSON: more than a pipe holds, so the write meets the closed pipe.
     done = subprocess.run(f"'{EMISSIONS}' factor list --json | head -c 10", shell=True, env=env,
@@ -91,6 +100,7 @@ def test_a_short_output_to_a_reader_that_has_gone_is_one_line_not_an_error_at_ex
     while the command still runs."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pipe.sqlite3'}"
+    subprocess.run([str(EMISSIONS), "migrate"], env=env, check=True, capture_output=True)
     subprocess.run([str(EMISSIONS), "org", "create", "--name", "Acme"], env=env, check=True, capture_output=True)
     process = subprocess.Popen([str(EMISSIONS), "org", "list"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

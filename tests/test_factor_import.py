@@ -10,6 +10,7 @@ import pytest
 
 from emissions import audit
 from emissions import factors
+from emissions import migrations
 from emissions import models
 from conftest import make_factor, make_org, post_calculation
 
@@ -17,8 +18,10 @@ HEADER = "reference,mode,name,source,region,valid_from,valid_to,ttw,wtt"
 
 
 @pytest.fixture
-def run(emissions):
-    """`emissions ARGS` in-process (conftest): (exit status, stdout, stderr)."""
+def run(emissions, config):
+    """`emissions ARGS` in-process (conftest) on a migrated database, as after `emissions migrate`:
+    (exit status, stdout, stderr)."""
+    migrations.run(models.bind(config.database_url))
     return emissions
 
 

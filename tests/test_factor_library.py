@@ -17,6 +17,7 @@ from emissions import cli
 from emissions import customers
 from emissions import factors
 from emissions import jsoncodec
+from emissions import migrations
 from emissions import models
 from conftest import make_factor, post_calculation
 
@@ -39,8 +40,10 @@ def mapped(rows: list[dict]) -> list[dict]:
 
 
 @pytest.fixture
-def run(emissions):
-    """`emissions ARGS` in-process (conftest): (exit status, stdout, stderr)."""
+def run(emissions, config):
+    """`emissions ARGS` in-process (conftest) on a migrated database, as after `emissions migrate`:
+    (exit status, stdout, stderr)."""
+    migrations.run(models.bind(config.database_url))
     return emissions
 
 
@@ -316,6 +319,7 @@ def test_a_production_database_migrated_and_loaded_by_the_console_command_has_th
 def test_several_processes_loading_the_library_at_once_create_each_version_once(database_url, tmp_path):
     emissions = Path(sys.executable).with_name("emissions")
     environment = {**os.environ, "DATABASE_URL": database_url}
+    subprocess.run([str(emissions), "migrate"], env=environment, check=True, capture_output=True, cwd=tmp_path)
     running = [subprocess.Popen([str(emissions), "factor", "load-library", "--json"], env=environment, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path) for _ in range(3)]
     results = [(process.wait(timeout=120), *process.communicate()) for process in running]

@@ -281,7 +281,7 @@ def test_a_trusted_network_is_trusted_for_each_of_its_addresses():
 @pytest.fixture
 def proxied_workspace(config):
     app = create_app(config.with_(trusted_proxy=("127.0.0.1",)))
-    workspace.create_user(make_org("acme"), "ops@acme.example", PASSWORD)
+    workspace.create_user(make_org("acme"), "ops@acme.example", PASSWORD, actor="cli")
     with LiveServer(app) as server:
         yield server
 

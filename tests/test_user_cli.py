@@ -61,7 +61,7 @@ def test_a_short_or_missing_password_is_one_line_and_creates_nobody(emissions, a
 
 
 def test_set_password_reads_standard_input_ends_sessions_and_takes_no_argument(emissions, acme, secret):
-    user = workspace.create_user(acme, "ada@acme.example", PASSWORD)
+    user = workspace.create_user(acme, "ada@acme.example", PASSWORD, actor="cli")
     workspace.Sessions(secret).issue(user)
     status, out, _ = emissions("user", "set-password", "ada@acme.example", "--json", stdin="a brand new password\n")
     assert (status, json.loads(out)) == (0, {"email": "ada@acme.example", "password_changed": True})
@@ -71,7 +71,7 @@ def test_set_password_reads_standard_input_ends_sessions_and_takes_no_argument(e
 
 
 def test_list_and_delete(emissions, acme, secret):
-    user = workspace.create_user(acme, "ada@acme.example", PASSWORD)
+    user = workspace.create_user(acme, "ada@acme.example", PASSWORD, actor="cli")
     workspace.Sessions(secret).issue(user)
     status, out, _ = emissions("user", "list", "--org", "acme", "--json")
     assert [u["email"] for u in json.loads(out)["users"]] == ["ada@acme.example"]

@@ -60,7 +60,7 @@ def site(request, tmp_path_factory):
                     webhook_retry_schedule=(1, 1))
     app = create_app(config)
     org = Organization.create(slug="acme", name="Acme Logistics")
-    workspace.create_user(org, ADMIN, PASSWORD)
+    workspace.create_user(org, ADMIN, PASSWORD, actor="cli")
     make_factor()
     make_factor("sea-default", mode="SEA", value="0.016", name="Sea container average")
     for reference in ("northwind", "globex"):
@@ -205,7 +205,7 @@ def test_the_delivery_log_shows_a_real_delivery_and_redelivers_it(page, site):
 
 
 def test_a_removed_users_open_session_ends(browser, site, page):
-    workspace.create_user(Organization.get(Organization.slug == "acme"), "bob@acme.example", PASSWORD)
+    workspace.create_user(Organization.get(Organization.slug == "acme"), "bob@acme.example", PASSWORD, actor="cli")
     bobs = browser.new_context(base_url=site.url)
     try:
         bob = bobs.new_page()
@@ -261,7 +261,7 @@ def test_long_names_and_references_wrap_instead_of_widening_any_page(browser, si
     """The longest names and references the API and the forms accept, without a space: every page
     that shows them fits 390 px and 1280 px (an organization of its own, so other tests see none of it)."""
     org = Organization.create(slug="longco", name="Long Co")
-    workspace.create_user(org, "long@longco.example", PASSWORD)
+    workspace.create_user(org, "long@longco.example", PASSWORD, actor="cli")
     reference = "R" * 120
     make_customer(org, reference, name="N" * 200)
     _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(None), name="K" * 200)

@@ -35,6 +35,22 @@ def _load(path: Path):
     return module
 
 
+def pending(database: pw.Database) -> list[str]:
+    """The names of the migrations not yet applied (every one on an empty database); it only reads."""
+    names = [path.stem for path in available()]
+    if isinstance(database, pw.PostgresqlDatabase):
+        # to_regclass follows the search_path, as the service's own queries do.
+        exists = database.execute_sql("SELECT to_regclass(%s) IS NOT NULL",
+                                      (MigrationHistory._meta.table_name,)).fetchone()[0]
+    else:
+        exists = database.table_exists(MigrationHistory._meta.table_name)
+    if not exists:
+        return names
+    with database.bind_ctx([MigrationHistory]):
+        applied = {row.name for row in MigrationHistory.select(MigrationHistory.name)}
+    return [name for name in names if name not in applied]
+
+
 def run(database: pw.Database) -> list[str]:
     """Apply every migration not yet recorded, each in its own transaction; return their names."""
     postgres = isinstance(database, pw.PostgresqlDatabase)

@@ -21,11 +21,11 @@ from .. import audit
 from ..models import Organization, User, WorkspaceSession, db, utcnow
 
 SESSION_HOURS = 8
-# scrypt: memory-hard; n=2**14 costs a few tens of milliseconds a check on this class of machine.
+# scrypt: memory-hard, so a stolen hash is slow to guess on any hardware; n=2**14 keeps a sign-in quick.
 SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024
-MAX_EMAIL = 254  # RFC 5321's longest address; longer ones are refused before anything is kept
+MAX_EMAIL = 254  # the longest address SMTP delivers to; longer ones are refused before anything is kept
 
 
 class WorkspaceError(ValueError):
@@ -129,9 +129,8 @@ def normal_email(email: str) -> str:
     return email.strip().lower()
 
 
-def create_user(organization: Organization, email: str, password: str, hasher=Inline, *,
-                actor: str | None = None) -> User:
-    """A workspace login for one organization; with `actor`, its audit event in the same transaction
+def create_user(organization: Organization, email: str, password: str, hasher=Inline, *, actor: str) -> User:
+    """A workspace login for one organization, recorded as `user.created` in the same transaction
     (the password is hashed before the transaction begins, never inside it)."""
     email = normal_email(email)
     if len(email) > MAX_EMAIL or not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
@@ -143,8 +142,7 @@ def create_user(organization: Organization, email: str, password: str, hasher=In
     try:
         with db.atomic():
             user = User.create(organization=organization, email=email, password_hash=password_hash)
-            if actor:
-                audit.record("user.created", user.email, actor=actor, organization=organization)
+            audit.record("user.created", user.email, actor=actor, organization=organization)
             return user
     except pw.IntegrityError:
         raise WorkspaceError(f"a user with email {email} already exists") from None
@@ -155,6 +153,24 @@ def find_user(email: str) -> User | None:
     if len(email) > MAX_EMAIL:
         return None
     return User.get_or_none(User.email == email)
+
+
+def find_user_by_id(user_id: int) -> User | None:
+    """The user with this id, or None."""
+    return User.get_or_none(User.id == user_id)
+
+
+def member(organization: Organization, user_id: int) -> User | None:
+    """The organization's user with this id, or None (another organization's is None too)."""
+    return User.get_or_none((User.id == user_id) & (User.organization == organization.id))
+
+
+def users(organization: Organization | None = None) -> list[User]:
+    """The users of one organization, or of all, by organization slug and email (organization joined)."""
+    query = User.select(User, Organization).join(Organization).order_by(Organization.slug, User.email)
+    if organization is not None:
+        query = query.where(User.organization == organization.id)
+    return list(query)
 
 
 def password_check(email: str, password: str) -> tuple[User | None, tuple[str, str]]:
@@ -172,8 +188,8 @@ def authenticate_user(email: str, password: str, hasher=Inline) -> User | None:
     return user if hasher.check(candidate, stored) and user is not None else None
 
 
-def set_password(user: User, password: str, hasher=Inline, *, actor: str | None = None) -> None:
-    """Change the password and end every session of the user; with `actor`, its audit event too."""
+def set_password(user: User, password: str, hasher=Inline, *, actor: str) -> None:
+    """Change the password and end every session of the user, recorded as `user.password_changed`."""
     problem = password_problem(password)
     if problem:
         raise WorkspaceError(problem)
@@ -181,25 +197,23 @@ def set_password(user: User, password: str, hasher=Inline, *, actor: str | None 
     with db.atomic():
         User.update(password_hash=password_hash).where(User.id == user.id).execute()
         WorkspaceSession.delete().where(WorkspaceSession.user == user.id).execute()
-        if actor:
-            audit.record("user.password_changed", user.email, actor=actor, organization=user.organization_id)
+        audit.record("user.password_changed", user.email, actor=actor, organization=user.organization_id)
     user.password_hash = password_hash
 
 
 def end_sessions_of(organization_id: int) -> int:
     """End every workspace session of the organization's users (on suspension: a cookie taken before
     it must not work again after a reactivation); how many ended. Runs in the caller's transaction."""
-    users = User.select(User.id).where(User.organization == organization_id)
-    return WorkspaceSession.delete().where(WorkspaceSession.user.in_(users)).execute()
+    members = User.select(User.id).where(User.organization == organization_id)
+    return WorkspaceSession.delete().where(WorkspaceSession.user.in_(members)).execute()
 
 
-def delete_user(user: User, *, actor: str | None = None) -> None:
-    """Remove the login; its sessions end with it; with `actor`, its audit event too."""
+def delete_user(user: User, *, actor: str) -> None:
+    """Remove the login, recorded as `user.deleted`; its sessions end with it."""
     with db.atomic():
         WorkspaceSession.delete().where(WorkspaceSession.user == user.id).execute()
         User.delete().where(User.id == user.id).execute()
-        if actor:
-            audit.record("user.deleted", user.email, actor=actor, organization=user.organization_id)
+        audit.record("user.deleted", user.email, actor=actor, organization=user.organization_id)
 
 
 # --- sign-in throttling --------------------------------------------------------------------------

@@ -22,11 +22,11 @@ from urllib.parse import parse_qs, quote, urlencode
 import bottle
 
 from .. import audit
-from .. import auth
 from .. import customers
 from .. import jsoncodec
+from .. import keys
 from .. import webhooks
-from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, WorkspaceFlash, db, utcnow
+from ..models import Customer, MODES, SCOPES, WebhookEvent, WorkspaceFlash, db, utcnow
 from . import accounts
 from . import chart
 from . import insights
@@ -411,7 +411,7 @@ class Workspace:
         if not future.done():
             return render("signing_in", 200, {"Refresh": "0"})
         self.pending.forget(ticket)
-        user = User.get_or_none(User.id == user_id) if user_id is not None and future.result() else None
+        user = accounts.find_user_by_id(user_id) if user_id is not None and future.result() else None
         return self._signed_in(user, email, address)
 
     def _signed_in(self, user, email: str, address: str):
@@ -663,10 +663,8 @@ class Workspace:
     @signed_in
     def keys_page(self, session: Session, error: str = "", status: int = 200, form: dict | None = None,
                   shown: dict | None = None):
-        keys = list(ApiKey.select().where((ApiKey.organization == session.organization.id)
-                                          & (ApiKey.environment == session.environment))
-                    .order_by(ApiKey.created_at.desc()))
-        return render("keys", status, title="API keys", keys=keys, scopes=SCOPES, error=error,
+        listed = keys.of_organization(session.organization, session.environment, newest_first=True)
+        return render("keys", status, title="API keys", keys=listed, scopes=SCOPES, error=error,
                       form=form or {"scopes": list(SCOPES[:2])}, shown=shown, now=utcnow(),
                       **self.chrome(session, "keys"))
 
@@ -695,39 +693,30 @@ class Workspace:
                                       status=400, form=kept)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         try:
-            with db.atomic():  # a key exists only with its audit event, and with the page that shows it
-                key, plain = auth.create_key(org, kept["environment"], kept["scopes"], self.secret,
-                                             name=name.strip(), expires_at=expires_at)
-                audit.record("key.created", key.id, actor=session.actor, organization=org,
-                             environment=key.environment, details={"name": name, "scopes": sorted(key.scope_set)})
-                self.flash.put(session, "key", {"key": plain, "id": key.id, "name": name})
-        except ValueError as exc:
+            # The page that shows the key once is kept in the key's own transaction.
+            key, _ = keys.create(org, kept["environment"], kept["scopes"], secret=self.secret, name=name.strip(),
+                                 expires_at=expires_at, actor=session.actor,
+                                 then=lambda made, plain: self.flash.put(session, "key", {
+                                     "key": plain, "id": made.id, "name": made.name}))
+        except keys.ApiKeyError as exc:
             return self.keys_page(error=f"The key was not created: {exc}.", status=400, form=kept)
         if key.environment != session.environment:
             self.sessions.switch_environment(session, key.environment)
         return redirect("/workspace/keys/new")
 
-    def _own_key(self, session: Session, key_id: str) -> ApiKey | None:
-        return ApiKey.get_or_none((ApiKey.id == key_id[:40]) & (ApiKey.organization == session.organization.id))
-
     @signed_in
     def revoke_key_page(self, session: Session, key_id: str):
-        key = self._own_key(session, key_id)
+        key = keys.find(key_id, session.organization)
         if key is None:
             return self.keys_page(error="No such key.", status=404)
         return render("revoke", title="Revoke key", key=key, **self.chrome(session, "keys"))
 
     @form_post
     def revoke_key(self, session: Session, form: dict, key_id: str):
-        key = self._own_key(session, key_id)
+        key = keys.find(key_id, session.organization)
         if key is None:
             return self.keys_page(error="No such key.", status=404)
-        if key.revoked_at is None:
-            with db.atomic():
-                key.revoked_at = utcnow()
-                key.save()
-                audit.record("key.revoked", key.id, actor=session.actor, organization=session.organization,
-                             environment=key.environment)
+        keys.revoke(key, actor=session.actor)
         return redirect("/workspace/keys")
 
     # Team.
@@ -735,8 +724,8 @@ class Workspace:
     @signed_in
     def team_page(self, session: Session, error: str = "", status: int = 200, form: dict | None = None,
                   notice: str = "", headers: dict | None = None):
-        users = list(User.select().where(User.organization == session.organization.id).order_by(User.email))
-        return render("team", status, headers, title="Team", users=users, error=error, form=form or {},
+        return render("team", status, headers, title="Team", users=accounts.users(session.organization), error=error,
+                      form=form or {},
                       notice=notice or self.flash.take_notice(session),
                       **self.chrome(session, "team"))
 
@@ -757,7 +746,7 @@ class Workspace:
         """(the teammate, None), or (None, the team page saying why that user cannot be removed)."""
         user = None
         if re.fullmatch(r"[1-9][0-9]{0,17}", user_id):
-            user = User.get_or_none((User.id == int(user_id)) & (User.organization == session.organization.id))
+            user = accounts.member(session.organization, int(user_id))
         if user is None:
             return None, self.team_page(error="No such user.", status=404)
         if user.id == session.user.id:
