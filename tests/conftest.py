@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,10 +24,12 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
+from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
 from emissions.server import create_server
+from emissions.workspace import accounts
 
 EMISSIONS = Path(sys.executable).with_name("emissions")  # the installed command, beside this Python
 
@@ -226,6 +229,32 @@ def post_calculation(client: TestApp, persona: Persona, idempotency_key: str = "
                             headers=persona.headers(idempotency_key), status=status)
 
 
+# --- the workspace -------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True, scope="session")
+def quick_password_hashing():
+    """scrypt at a small cost in this test process: tests check what is hashed and checked, and on
+    which thread, never how long it takes, and at the full cost the hashing outlasted the rest of a
+    workspace test. Commands run as subprocesses hash at the full cost; no test passes them a hash made here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(accounts.SCRYPT, "n", 2 ** 4)
+        yield
+
+
+def workspace_of(app) -> workspace.Workspace:
+    """The app's workspace: its sign-in throttle, password hasher and sessions."""
+    return next(route.callback.__wrapped__.__self__ for route in app.routes if route.rule == "/workspace")
+
+
+def stop_the_sign_in_clock(app, monkeypatch) -> None:
+    """Hold the sign-in throttle's clock still, so no bucket refills while a test spends a burst
+    however slowly a loaded machine lets it (the address bucket gets a token back every 3 s)."""
+    throttle = workspace_of(app).throttle
+    now = time.monotonic()
+    for bucket in (throttle.by_email_and_address, throttle.by_address):
+        monkeypatch.setattr(bucket, "clock", lambda: now)
+
+
 # --- the statements a test sends ------------------------------------------------------------------
 
 class RecordingCursor:
@@ -262,18 +291,27 @@ class LiveServer:
     """The app served by Waitress on an ephemeral loopback port, in a thread."""
 
     def __init__(self, app, threads: int = 8):
+        self.app = app
         self.server = create_server(app, "127.0.0.1", 0, threads)  # as `emissions serve` makes it
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
+        self.workers_left = threads
         self._stopping = threading.Event()
+        self._closing = threading.Lock()
+        self._closed = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
     def _serve(self) -> None:
-        # Waitress's own loop (server.run), a short poll at a time until told to stop; then the
-        # sockets are closed here, in the serving thread, never under a poll that is using them.
+        # Waitress's own order (server.run, then its close): the loop stops, the worker threads drain,
+        # then the sockets close. All of it on this thread, so no socket is closed under the poll
+        # that watches it.
         try:
             while not self._stopping.is_set():
-                wasyncore.loop(timeout=0.05, map=self.server._map, count=1)
+                wasyncore.loop(timeout=1, map=self.server._map, use_poll=True, count=1)
         finally:
+            with self._closing:
+                self._closed = True
+            self.server.task_dispatcher.shutdown()
+            self.workers_left = len(self.server.task_dispatcher.threads)
             wasyncore.close_all(self.server._map, ignore_all=True)
 
     def __enter__(self):
@@ -281,14 +319,14 @@ class LiveServer:
         return self
 
     def __exit__(self, exc_type, *exc):
-        # The worker threads first, so that none answers into a closed socket; then the loop.
-        self.server.task_dispatcher.shutdown()
-        workers_left = len(self.server.task_dispatcher.threads)
         self._stopping.set()
-        self.thread.join(timeout=10)
+        with self._closing:  # the wake-up pipe is open until the serving thread has seen the stop
+            if not self._closed:
+                self.server.pull_trigger()
+        self.thread.join(timeout=30)
         if exc_type is None:  # a failing test's own error comes first
-            assert workers_left == 0, f"{workers_left} worker thread(s) still busy 5 s after shutdown"
             assert not self.thread.is_alive(), "the serving thread did not stop"
+            assert self.workers_left == 0, f"{self.workers_left} worker thread(s) still busy after shutdown"
 
 
 def free_port() -> int:
