@@ -6,9 +6,11 @@ import datetime as dt
 import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from decimal import Decimal
@@ -90,10 +92,23 @@ def empty_postgres_schema(database: pw.Database, schema: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def migrated_sqlite_file(tmp_path_factory) -> bytes:
+def sqlite_directory(tmp_path_factory) -> Path:
+    """Where the tests' SQLite files live: memory-backed /dev/shm where the machine has room there, so
+    that their syncs and deletions cost no disk work; else pytest's temp directory."""
+    shared_memory = Path("/dev/shm")
+    if shared_memory.is_dir() and os.access(shared_memory, os.W_OK) and shutil.disk_usage(shared_memory).free > 2**30:
+        directory = Path(tempfile.mkdtemp(prefix="emissions-tests-", dir=shared_memory))
+        yield directory
+        shutil.rmtree(directory, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("databases")
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite_file(sqlite_directory) -> bytes:
     """The bytes of a SQLite database with every migration applied, made once a session; each test
     gets a copy instead of migrating its own."""
-    path = tmp_path_factory.mktemp("template") / "migrated.sqlite3"
+    path = sqlite_directory / "migrated.sqlite3"
     database = models.open_database(f"sqlite:///{path}")
     migrations.run(database)
     database.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the file itself
@@ -110,18 +125,21 @@ def copy_of_migrated_sqlite(path: Path, template: bytes) -> None:
 
 
 @pytest.fixture
-def database_url(request, tmp_path):
-    """The database under test, migrated: a SQLite file (default), or PostgreSQL for `on_both` tests."""
+def database_url(request):
+    """The database under test, migrated: a SQLite file of its own (default), or PostgreSQL for `on_both` tests."""
     if getattr(request, "param", "sqlite") == "postgres":
         if not POSTGRES_URL:
             pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
         yield postgres_schema_url(POSTGRES_URL)
+        directory = None
     else:
-        path = tmp_path / "test.sqlite3"
-        copy_of_migrated_sqlite(path, request.getfixturevalue("migrated_sqlite_file"))
-        yield f"sqlite:///{path}"
+        directory = Path(tempfile.mkdtemp(dir=request.getfixturevalue("sqlite_directory")))
+        copy_of_migrated_sqlite(directory / "test.sqlite3", request.getfixturevalue("migrated_sqlite_file"))
+        yield f"sqlite:///{directory / 'test.sqlite3'}"
     if models.db.obj is not None:
         models.db.close()
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_generate_tests(metafunc):
