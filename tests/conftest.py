@@ -1,4 +1,5 @@
-"""Fixtures: a fresh database per test (SQLite file; PostgreSQL where asked), personas, helpers."""
+"""Fixtures: a migrated database of its own per test (a copy of a SQLite file migrated once; PostgreSQL's
+schema emptied, where asked), personas, helpers."""
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -92,7 +94,7 @@ def empty_postgres_schema(database: pw.Database, schema: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def sqlite_directory(tmp_path_factory) -> Path:
+def sqlite_directory(tmp_path_factory) -> Iterator[Path]:
     """Where the tests' SQLite files live: memory-backed /dev/shm where the machine has room there, so
     that their syncs and deletions cost no disk work; else pytest's temp directory."""
     shared_memory = Path("/dev/shm")
@@ -127,11 +129,11 @@ def copy_of_migrated_sqlite(path: Path, template: bytes) -> None:
 @pytest.fixture
 def database_url(request):
     """The database under test, migrated: a SQLite file of its own (default), or PostgreSQL for `on_both` tests."""
+    directory = None
     if getattr(request, "param", "sqlite") == "postgres":
         if not POSTGRES_URL:
             pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
         yield postgres_schema_url(POSTGRES_URL)
-        directory = None
     else:
         directory = Path(tempfile.mkdtemp(dir=request.getfixturevalue("sqlite_directory")))
         copy_of_migrated_sqlite(directory / "test.sqlite3", request.getfixturevalue("migrated_sqlite_file"))
