@@ -1,4 +1,5 @@
-"""Fixtures: a fresh database per test (SQLite file; PostgreSQL where asked), personas, helpers."""
+"""Fixtures: a migrated database of its own per test (a copy of a SQLite file migrated once; PostgreSQL's
+schema emptied, where asked), personas, helpers."""
 from __future__ import annotations
 
 import contextlib
@@ -6,10 +7,14 @@ import datetime as dt
 import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,10 +28,12 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
+from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
 from emissions.server import create_server
+from emissions.workspace import accounts
 
 EMISSIONS = Path(sys.executable).with_name("emissions")  # the installed command, beside this Python
 
@@ -49,11 +56,7 @@ def postgres_schema_url(url: str) -> str:
     database = models.open_database(schema_url)
     database.connect()
     if schema in _migrated_schemas:
-        tables = [row[0] for row in database.execute_sql(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'migration_history'",
-            (schema,))]
-        if tables:
-            database.execute_sql("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+        empty_postgres_schema(database, schema)
     else:
         database.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         database.execute_sql(f"CREATE SCHEMA {schema}")
@@ -63,17 +66,82 @@ def postgres_schema_url(url: str) -> str:
     return schema_url
 
 
+def empty_postgres_schema(database: pw.Database, schema: str) -> None:
+    """Delete every row but the migration history and restart the id sequences, as a fresh schema has them.
+
+    DELETE rather than TRUNCATE: on tables of a few rows TRUNCATE costs far more, since it makes
+    new files for every table and index. Referencing tables are emptied before the ones they reference.
+    """
+    tables = [row[0] for row in database.execute_sql(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'migration_history'", (schema,))]
+    references = database.execute_sql(
+        "SELECT DISTINCT source.relname, target.relname FROM pg_constraint"
+        " JOIN pg_class source ON source.oid = conrelid JOIN pg_class target ON target.oid = confrelid"
+        " JOIN pg_namespace ON pg_namespace.oid = pg_constraint.connamespace"
+        " WHERE contype = 'f' AND nspname = %s AND source.relname <> target.relname", (schema,)).fetchall()
+    ordered: list[str] = []
+    while len(ordered) < len(tables):
+        still_referenced = {target for source, target in references if source not in ordered}
+        ready = [table for table in tables if table not in ordered and table not in still_referenced]
+        assert ready, f"a cycle of foreign keys among {tables}"
+        ordered.extend(ready)
+    sequences = [row[0] for row in database.execute_sql(
+        "SELECT sequencename FROM pg_sequences WHERE schemaname = %s AND last_value IS NOT NULL", (schema,))]
+    with database.atomic():
+        database.execute_sql("; ".join(f'DELETE FROM "{table}"' for table in ordered))
+        for sequence in sequences:
+            database.execute_sql("SELECT setval(%s, 1, false)", (f'"{schema}"."{sequence}"',))
+
+
+@pytest.fixture(scope="session")
+def sqlite_directory(tmp_path_factory) -> Iterator[Path]:
+    """Where the tests' SQLite files live: memory-backed /dev/shm where the machine has room there, so
+    that their syncs and deletions cost no disk work; else pytest's temp directory."""
+    shared_memory = Path("/dev/shm")
+    if shared_memory.is_dir() and os.access(shared_memory, os.W_OK) and shutil.disk_usage(shared_memory).free > 2**30:
+        directory = Path(tempfile.mkdtemp(prefix="emissions-tests-", dir=shared_memory))
+        yield directory
+        shutil.rmtree(directory, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("databases")
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite_file(sqlite_directory) -> bytes:
+    """The bytes of a SQLite database with every migration applied, made once a session; each test
+    gets a copy instead of migrating its own."""
+    path = sqlite_directory / "migrated.sqlite3"
+    database = models.open_database(f"sqlite:///{path}")
+    migrations.run(database)
+    database.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the file itself
+    database.close()
+    assert not path.with_name(path.name + "-wal").exists(), "the template's log outlived its connection"
+    return path.read_bytes()
+
+
+def copy_of_migrated_sqlite(path: Path, template: bytes) -> None:
+    """A new file at path holding the migrated template, readable by its owner only (as
+    models.create_private makes a database file)."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
+        file.write(template)
+
+
 @pytest.fixture
-def database_url(request, tmp_path):
-    """The database under test: a fresh SQLite file (default), or PostgreSQL for `on_both` tests."""
+def database_url(request):
+    """The database under test, migrated: a SQLite file of its own (default), or PostgreSQL for `on_both` tests."""
+    directory = None
     if getattr(request, "param", "sqlite") == "postgres":
         if not POSTGRES_URL:
             pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
         yield postgres_schema_url(POSTGRES_URL)
     else:
-        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
+        directory = Path(tempfile.mkdtemp(dir=request.getfixturevalue("sqlite_directory")))
+        copy_of_migrated_sqlite(directory / "test.sqlite3", request.getfixturevalue("migrated_sqlite_file"))
+        yield f"sqlite:///{directory / 'test.sqlite3'}"
     if models.db.obj is not None:
         models.db.close()
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_generate_tests(metafunc):
@@ -181,6 +249,32 @@ def post_calculation(client: TestApp, persona: Persona, idempotency_key: str = "
                             headers=persona.headers(idempotency_key), status=status)
 
 
+# --- the workspace -------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True, scope="session")
+def quick_password_hashing():
+    """scrypt at a small cost in this test process: tests check what is hashed and checked, and on
+    which thread, never how long it takes, and at the full cost the hashing outlasted the rest of a
+    workspace test. Commands run as subprocesses hash at the full cost; no test passes them a hash made here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(accounts.SCRYPT, "n", 2 ** 4)
+        yield
+
+
+def workspace_of(app) -> workspace.Workspace:
+    """The app's workspace: its sign-in throttle, password hasher and sessions."""
+    return next(route.callback.__wrapped__.__self__ for route in app.routes if route.rule == "/workspace")
+
+
+def stop_the_sign_in_clock(app, monkeypatch) -> None:
+    """Hold the sign-in throttle's clock still, so no bucket refills while a test spends a burst
+    however slowly a loaded machine lets it (the address bucket gets a token back every 3 s)."""
+    throttle = workspace_of(app).throttle
+    now = time.monotonic()
+    for bucket in (throttle.by_email_and_address, throttle.by_address):
+        monkeypatch.setattr(bucket, "clock", lambda: now)
+
+
 # --- the statements a test sends ------------------------------------------------------------------
 
 class RecordingCursor:
@@ -217,18 +311,27 @@ class LiveServer:
     """The app served by Waitress on an ephemeral loopback port, in a thread."""
 
     def __init__(self, app, threads: int = 8):
+        self.app = app
         self.server = create_server(app, "127.0.0.1", 0, threads)  # as `emissions serve` makes it
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
+        self.workers_left = threads
         self._stopping = threading.Event()
+        self._closing = threading.Lock()
+        self._closed = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
     def _serve(self) -> None:
-        # Waitress's own loop (server.run), a short poll at a time until told to stop; then the
-        # sockets are closed here, in the serving thread, never under a poll that is using them.
+        # Waitress's own order (server.run, then its close): the loop stops, the worker threads drain,
+        # then the sockets close. All of it on this thread, so no socket is closed under the poll
+        # that watches it.
         try:
             while not self._stopping.is_set():
-                wasyncore.loop(timeout=0.05, map=self.server._map, count=1)
+                wasyncore.loop(timeout=1, map=self.server._map, use_poll=True, count=1)
         finally:
+            with self._closing:
+                self._closed = True
+            self.server.task_dispatcher.shutdown()
+            self.workers_left = len(self.server.task_dispatcher.threads)
             wasyncore.close_all(self.server._map, ignore_all=True)
 
     def __enter__(self):
@@ -236,14 +339,14 @@ class LiveServer:
         return self
 
     def __exit__(self, exc_type, *exc):
-        # The worker threads first, so that none answers into a closed socket; then the loop.
-        self.server.task_dispatcher.shutdown()
-        workers_left = len(self.server.task_dispatcher.threads)
         self._stopping.set()
-        self.thread.join(timeout=10)
+        with self._closing:  # the wake-up pipe is open until the serving thread has seen the stop
+            if not self._closed:
+                self.server.pull_trigger()
+        self.thread.join(timeout=30)
         if exc_type is None:  # a failing test's own error comes first
-            assert workers_left == 0, f"{workers_left} worker thread(s) still busy 5 s after shutdown"
             assert not self.thread.is_alive(), "the serving thread did not stop"
+            assert self.workers_left == 0, f"{self.workers_left} worker thread(s) still busy after shutdown"
 
 
 def free_port() -> int:

@@ -15,7 +15,8 @@ from emissions import factors
 from emissions import jsoncodec
 from emissions import models
 from emissions.errors import IdempotencyError
-from conftest import LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
+from conftest import (LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation,
+                      record_statements)
 
 URL = "/v1/emissions/logistics"
 
@@ -206,19 +207,32 @@ def test_a_different_payload_under_the_same_key_in_another_org_is_not_a_conflict
 N = 16
 
 
-def wait_for_blocked_writers(count: int) -> None:
-    """Return once `count` requests wait behind the held write lock (PostgreSQL shows them)."""
-    if not models.is_postgres():
-        time.sleep(1)  # SQLite shows no waiters; a second is plenty to reach BEGIN IMMEDIATE
-        return
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        waiting = models.db.execute_sql(
-            "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'calculation'::regclass").fetchone()[0]
-        if waiting >= count:
+class BlockedWriters:
+    """Counts the requests that wait behind the write lock this test holds: on SQLite, those that
+    sent their BEGIN (each waits there, its lookup done), on PostgreSQL those pg_locks shows."""
+
+    def __init__(self, monkeypatch):
+        self.holder = threading.current_thread()
+        self.began = threading.Semaphore(0)
+        record_statements(monkeypatch, self.note)
+
+    def note(self, statement: str, params) -> None:
+        if statement.startswith("BEGIN") and threading.current_thread() is not self.holder:
+            self.began.release()
+
+    def wait_for(self, count: int) -> None:
+        """Return once `count` requests wait to write."""
+        if not models.is_postgres():
+            for number in range(count):
+                assert self.began.acquire(timeout=30), f"only {number} of {count} requests reached the insert"
             return
-        time.sleep(0.02)
-    raise AssertionError(f"only {waiting} of {count} requests reached the insert")
+        for _ in range(1500):
+            waiting = models.db.execute_sql(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'calculation'::regclass").fetchone()[0]
+            if waiting >= count:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"only {waiting} of {count} requests reached the insert")
 
 
 def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool = False) -> list:
@@ -241,15 +255,22 @@ def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool
 
     threads = [threading.Thread(target=send, args=(index, *request))
                for index, request in enumerate(requests_to_send)]
-    with models.db.atomic() if hold_writes else contextlib.nullcontext():
-        if hold_writes and models.is_postgres():
-            models.db.execute_sql("LOCK TABLE calculation IN EXCLUSIVE MODE")  # reads pass, inserts wait
-        for thread in threads:
-            thread.start()
+    with pytest.MonkeyPatch.context() as monkeypatch:
         if hold_writes:
-            wait_for_blocked_writers(len(threads))
-    for thread in threads:
-        thread.join()
+            # The key's use is noted now: a racing request that wrote it would wait on the held lock before its lookup.
+            noted = requests.get(url.removesuffix(URL) + "/v1/customers/cust-1", timeout=30,
+                                 headers={"Authorization": requests_to_send[0][0]["Authorization"]})
+            assert noted.status_code == 200, noted.text
+            blocked = BlockedWriters(monkeypatch)
+        with models.db.atomic() if hold_writes else contextlib.nullcontext():
+            if hold_writes and models.is_postgres():
+                models.db.execute_sql("LOCK TABLE calculation IN EXCLUSIVE MODE")  # reads pass, inserts wait
+            for thread in threads:
+                thread.start()
+            if hold_writes:
+                blocked.wait_for(len(threads))
+        for thread in threads:
+            thread.join()
     assert all(isinstance(response, requests.Response) for response in responses), responses
     return responses
 

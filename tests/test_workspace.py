@@ -18,7 +18,7 @@ from emissions.app import create_app
 from emissions.models import (ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint,
                               WorkspaceFlash, WorkspaceSession, utcnow)
 from emissions.workspace import accounts
-from conftest import logistics_body, make_customer, make_factor, make_key, make_org
+from conftest import logistics_body, make_customer, make_factor, make_key, make_org, stop_the_sign_in_clock, workspace_of
 
 PASSWORD = "correct horse battery"
 
@@ -30,10 +30,6 @@ def acme_user(app):
     make_factor()
     workspace.create_user(org, "Ops@Acme.example", PASSWORD, actor="cli")
     return org
-
-
-def workspace_of(app) -> workspace.Workspace:
-    return next(route.callback.__wrapped__.__self__ for route in app.routes if route.rule == "/workspace")
 
 
 def sign_in(client, email="ops@acme.example", password=PASSWORD, status=303, address="192.0.2.1", **environ):
@@ -257,9 +253,10 @@ def test_a_wrong_current_password_changes_nothing(client, acme_user):
     assert switched.headers["Location"].endswith("/workspace/team")
 
 
-def test_wrong_current_passwords_meet_the_sign_in_throttle(client, acme_user):
+def test_wrong_current_passwords_meet_the_sign_in_throttle(client, app, acme_user, monkeypatch):
     """A session left open is no way around the sign-in throttle: the current password's check
     takes from the same buckets."""
+    stop_the_sign_in_clock(app, monkeypatch)
     sign_in(client, address="203.0.113.20")
     at = {"REMOTE_ADDR": "203.0.113.20"}
 
@@ -318,7 +315,8 @@ def test_the_session_cookie_is_secure_when_served_over_https(client, acme_user):
 
 # --- throttling and hashing --------------------------------------------------------------------------
 
-def test_wrong_passwords_from_one_address_are_throttled_there_but_not_elsewhere(client, acme_user):
+def test_wrong_passwords_from_one_address_are_throttled_there_but_not_elsewhere(client, app, acme_user, monkeypatch):
+    stop_the_sign_in_clock(app, monkeypatch)
     for _ in range(10):
         sign_in(client, password="wrong password!", status=401, address="203.0.113.9")
     refused = sign_in(client, status=429, address="203.0.113.9")
@@ -326,7 +324,8 @@ def test_wrong_passwords_from_one_address_are_throttled_there_but_not_elsewhere(
     sign_in(client, address="192.0.2.44")  # the real user, from another address
 
 
-def test_an_address_trying_many_emails_meets_the_looser_per_address_bucket(client, acme_user):
+def test_an_address_trying_many_emails_meets_the_looser_per_address_bucket(client, app, acme_user, monkeypatch):
+    stop_the_sign_in_clock(app, monkeypatch)
     for number in range(30):
         sign_in(client, email=f"guess{number}@acme.example", status=401, address="203.0.113.10")
     sign_in(client, email="guess-more@acme.example", status=429, address="203.0.113.10")
