@@ -63,7 +63,10 @@ class Service(bottle.Bottle):
         # Added here, once, rather than through Bottle's response, which checks each name and value.
         def finishing_start_response(status, headers, exc_info=None):
             status_holder.append(status)
-            headers.extend(every_answer)
+            if any(name.lower() == "cache-control" for name, _ in headers):  # a static file's own: one header
+                headers.extend(header for header in every_answer if header[0] != "Cache-Control")
+            else:
+                headers.extend(every_answer)
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         if not self.settings.log_requests:
