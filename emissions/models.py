@@ -16,6 +16,7 @@ import peewee as pw
 from playhouse import db_url
 
 from . import affinity
+from . import outages
 
 db = pw.DatabaseProxy()
 
@@ -82,12 +83,15 @@ class WalCheckpointer:
         affinity.release_this_thread()  # SQLite copies the pages with the GIL released: off the serving CPU
         # Its own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction.
         connection = sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False)
+        # On a full disk every round fails: the first is logged whole, then a count a minute.
+        failures = outages.FailureLog(logging.getLogger("emissions.error"), "WAL checkpoint")
         try:
             while not self._stopping.wait(self.interval):
                 try:
                     connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    failures.succeeded()
                 except sqlite3.Error as error:  # the next round tries again; the backstop still holds
-                    logging.getLogger("emissions.error").warning("WAL checkpoint failed: %s", error)
+                    failures.failed(error)
         finally:
             connection.close()
 

@@ -88,10 +88,11 @@ class FailureLog:
             count = self.failures
         if first:
             self.logger.error(f"{self.what} failing", exc_info=(type(error), error, error.__traceback__),
-                              extra={"fields": fields or {}})
+                              extra={"fields": {"message": f"{self.what} failing", **(fields or {})}})
         elif due:
             self.logger.error(f"{self.what} still failing", extra={"fields": {
-                **(fields or {}), "failures": count, "error": (str(error).splitlines() or [type(error).__name__])[0]}})
+                "message": f"{self.what} still failing", **(fields or {}), "failures": count,
+                "error": (str(error).splitlines() or [type(error).__name__])[0]}})
 
     def succeeded(self) -> None:
         """End a run of failures, with one line if there was one."""
@@ -100,7 +101,8 @@ class FailureLog:
         with self._lock:
             count, self.failures = self.failures, 0
         if count:
-            self.logger.warning(f"{self.what} succeeding again", extra={"fields": {"failures": count}})
+            self.logger.warning(f"{self.what} succeeding again", extra={"fields": {
+                "message": f"{self.what} succeeding again", "failures": count}})
 
 
 class Health:
