@@ -383,7 +383,7 @@ def _error_handlers(app: Service) -> None:
 def create_app(config: Config | None = None) -> Service:
     """Build the application: bind the database, apply migrations, wire routes and plugins."""
     config = config or Config.from_env()
-    database = models.bind(config.database_url)
+    database = models.bind(config.database_url, config.postgres_waits)
     migrations.run(database)
     secret = auth.instance_secret(config.secret_key)
     app = Service(config, auth.KeyStore(secret, config.key_cache_seconds),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import getpass
 import io
@@ -1004,7 +1005,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
         try:
-            database = models.bind(config.database_url)
+            # A connect timeout and keepalives, but no statement timeout: a command may run long (prune, migrate).
+            database = models.bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
         except ValueError as exc:  # a DATABASE_URL of an unknown kind
             raise CommandError(str(exc)) from None
         args.applied = migrations.run(database)

@@ -17,6 +17,7 @@ from playhouse import db_url
 
 from . import affinity
 from . import outages
+from . import postgres
 
 db = pw.DatabaseProxy()
 
@@ -101,8 +102,9 @@ class WalCheckpointer:
 SQLITE_DATABASE = pw.SqliteDatabase
 
 
-def open_database(url: str) -> pw.Database:
-    """A database for a DATABASE_URL, with the settings this service relies on."""
+def open_database(url: str, waits: postgres.PostgresWaits | None = None) -> pw.Database:
+    """A database for a DATABASE_URL, with the settings this service relies on (and, on PostgreSQL,
+    the waits: postgres.py)."""
     if url.startswith("sqlite"):
         settings = db_url.parse(url)
         create_private(settings.get("database") or "")
@@ -119,7 +121,7 @@ def open_database(url: str) -> pw.Database:
         if importlib.util.find_spec("psycopg2") is None:  # the driver is the [postgres] extra
             raise ValueError("DATABASE_URL names a PostgreSQL database but its driver is not installed: "
                              "pip install 'emissions-service[postgres]'")
-        database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
+        database = postgres.open_postgres(url, POSTGRES_FIELD_TYPES, waits)
     else:
         raise ValueError("DATABASE_URL must start with sqlite:// or postgresql://")
     return database
@@ -137,9 +139,9 @@ def create_private(path: str) -> None:
         pass
 
 
-def bind(url: str) -> pw.Database:
+def bind(url: str, waits: postgres.PostgresWaits | None = None) -> pw.Database:
     """Point the proxy at the database named by url and return it."""
-    database = open_database(url)
+    database = open_database(url, waits)
     db.initialize(database)
     return database
 
