@@ -49,8 +49,9 @@ def probe_write() -> str | None:
     try:
         if is_postgres():
             return "read-only" if run("SHOW transaction_read_only").fetchone()[0] == "on" else None
-        version = int(run("PRAGMA user_version").fetchone()[0])
-        run(f"PRAGMA user_version = {version}")
+        with db.atomic():  # a write transaction: with several workers it queues with theirs (workers.py)
+            version = int(run("PRAGMA user_version").fetchone()[0])
+            run(f"PRAGMA user_version = {version}")
         return None
     finally:
         db.close()

@@ -6,8 +6,8 @@ import logging
 import os
 import resource
 import signal
+import sqlite3
 import subprocess
-import uuid
 
 import peewee as pw
 import pytest
@@ -15,9 +15,7 @@ import requests
 
 from emissions import models
 from emissions import outages
-from emissions.app import create_app
-from conftest import (EMISSIONS, LiveServer, cli_json, free_port, logistics_body, make_key, make_org,
-                      post_calculation)
+from conftest import EMISSIONS, LiveServer, cli_json, free_port, logistics_body, post_calculation
 
 UNAVAILABLE = {"code": "INTERNAL_ERROR", "message": "The service is temporarily unavailable; retry after a few seconds."}
 
@@ -129,3 +127,32 @@ def test_a_full_disk_is_a_503_healthz_says_so_at_once_and_both_recover(tmp_path,
         _, errors = process.communicate(timeout=30)
     failing_lines = [line for line in errors.splitlines() if '"database failing"' in line]
     assert len(failing_lines) == 1, errors[-3000:]
+
+
+def wrapped(error: Exception) -> Exception:
+    """The error as Peewee raises it: its own type, with the driver's error inside."""
+    try:
+        with pw.__exception_wrapper__:
+            raise error
+    except Exception as raised:
+        return raised
+
+
+@pytest.mark.parametrize("error, cause", [
+    (wrapped(sqlite3.OperationalError("database or disk is full")), "disk full"),
+    (wrapped(sqlite3.OperationalError("attempt to write a readonly database")), "read-only"),
+    (wrapped(sqlite3.OperationalError("database is locked")), "locked"),
+    (wrapped(sqlite3.OperationalError("disk I/O error")), "I/O error"),
+    (wrapped(sqlite3.OperationalError("no such table: calculation")), None),  # a programming error: 500
+    (wrapped(sqlite3.IntegrityError("UNIQUE constraint failed")), None),
+    (KeyError("missing"), None),
+    (pw.InterfaceError("Cannot commit, database connection not open."), "unreachable"),
+])
+def test_what_counts_as_an_unavailable_database(error, cause):
+    assert outages.cause_of(error) == cause
+
+
+def test_postgres_driver_errors_name_their_cause():
+    psycopg2 = pytest.importorskip("psycopg2")
+    assert outages.cause_of(wrapped(psycopg2.OperationalError("server closed the connection"))) == "unreachable"
+    assert outages.cause_of(wrapped(psycopg2.ProgrammingError("syntax error"))) is None
