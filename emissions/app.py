@@ -332,8 +332,8 @@ def healthz() -> Reply:
             if service.health.cause is None:
                 service.outage_log.succeeded()
             return Reply({"status": "ok", "database": "ok"})
-        if error is not None:
-            service.outage_log.failed(error, {"request_id": _request_id(), "cause": cause, "check": "healthz"})
+        error = error or TimeoutError(f"the database did not answer the health probe within {HEALTHZ_SECONDS} s")
+        service.outage_log.failed(error, {"request_id": _request_id(), "cause": cause, "check": "healthz"})
     return Reply({"status": "unavailable", "database": cause}, 503,
                  {"Retry-After": str(outages.RETRY_AFTER_SECONDS)})
 
