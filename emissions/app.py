@@ -16,6 +16,7 @@ from . import jsoncodec
 from . import logs
 from . import migrations
 from . import models
+from . import outages
 from . import schemas
 from . import store
 from . import workspace
@@ -30,6 +31,7 @@ MAX_IDEMPOTENCY_KEY = 200
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 JSON_TYPE = "application/json"
+HEALTHZ_SECONDS = 1.5  # /healthz answers within this, however the database stalls
 SECURITY_HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"))
 
 error_log = logging.getLogger("emissions.error")
@@ -48,6 +50,22 @@ class Service(bottle.Bottle):
         self.keys = keys
         self.limiter = limiter
         self.recent = RecentCalculations(config.calculation_cache_size)
+        self.outage_log = outages.FailureLog(error_log, "database")
+        self.health = outages.Health()
+        self.prober = outages.Prober(store.probe_write, HEALTHZ_SECONDS)
+
+    def database_failed(self, error: BaseException, cause: str) -> None:
+        """An unavailable database met by a request: logged without a flood, remembered for /healthz."""
+        self.health.write_failed(cause)
+        self.outage_log.failed(error, {"request_id": _request_id(), "cause": cause})
+        drop_connection()
+
+    def database_answered(self, wrote: bool) -> None:
+        """A request the database served: the end of an outage, unless only writes failed and this one read."""
+        cause = self.health.cause
+        if cause is not None and (wrote or cause not in outages.WRITE_CAUSES):
+            self.health.write_succeeded()
+            self.outage_log.succeeded()
 
     def wsgi(self, environ, start_response):
         """Give the request its id, add the headers every answer carries, and log one line when
@@ -63,7 +81,10 @@ class Service(bottle.Bottle):
         # Added here, once, rather than through Bottle's response, which checks each name and value.
         def finishing_start_response(status, headers, exc_info=None):
             status_holder.append(status)
-            headers.extend(every_answer)
+            if any(name.lower() == "cache-control" for name, _ in headers):  # a static file's own: one header
+                headers.extend(header for header in every_answer if header[0] != "Cache-Control")
+            else:
+                headers.extend(every_answer)
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         if not self.settings.log_requests:
@@ -154,13 +175,24 @@ class ApiPlugin:
                 reply = callback(*args, **kwargs)
             except ApiError as error:
                 return _error(error)
-            except Exception:  # anything unexpected: logged with its trace, never shown to the client
+            except Exception as exc:  # anything unexpected: logged with its trace, never shown to the client
+                cause = outages.cause_of(exc)
+                if cause is not None:  # the operator's to fix, the client's to retry
+                    service.database_failed(exc, cause)
+                    return _error(unavailable())
                 log_unexpected(traceback.format_exc())
                 drop_connection()
                 return _error(ApiError("An unexpected error occurred; quote the request_id to support."))
+            if service.health.cause is not None:
+                service.database_answered(wrote=bottle.request.method == "POST" and reply.status < 300)
             return _finish(reply.status, reply.body, reply.headers)
 
         return wrapper
+
+
+def unavailable() -> ApiError:
+    """503 with Retry-After: the database cannot serve the request now."""
+    return ApiError(outages.MESSAGE, status=503, headers={"Retry-After": str(outages.RETRY_AFTER_SECONDS)})
 
 
 # --- request helpers -------------------------------------------------------------------------
@@ -291,15 +323,19 @@ def get_openapi() -> Reply:
 
 
 def healthz() -> Reply:
-    for _ in range(2):  # the second on a new connection: the database may have restarted since
-        try:
-            store.ping()
+    service: Service = bottle.request.app
+    cause = service.health.failing()  # a request's own write failed a moment ago: no probe overrules it
+    if cause is None:
+        cause, error = service.prober.check()
+        if cause is None:
+            service.health.probe_succeeded()
+            if service.health.cause is None:
+                service.outage_log.succeeded()
             return Reply({"status": "ok", "database": "ok"})
-        except Exception:
-            trace = traceback.format_exc()
-            drop_connection()
-    log_unexpected(trace)
-    return Reply({"status": "unavailable", "database": "unreachable"}, 503)
+        error = error or TimeoutError(f"the database did not answer the health probe within {HEALTHZ_SECONDS} s")
+        service.outage_log.failed(error, {"request_id": _request_id(), "cause": cause, "check": "healthz"})
+    return Reply({"status": "unavailable", "database": cause}, 503,
+                 {"Retry-After": str(outages.RETRY_AFTER_SECONDS)})
 
 
 def _routes(app: Service) -> None:
@@ -347,7 +383,7 @@ def _error_handlers(app: Service) -> None:
 def create_app(config: Config | None = None) -> Service:
     """Build the application: bind the database, apply migrations, wire routes and plugins."""
     config = config or Config.from_env()
-    database = models.bind(config.database_url)
+    database = models.bind(config.database_url, config.postgres_waits)
     migrations.run(database)
     secret = auth.instance_secret(config.secret_key)
     app = Service(config, auth.KeyStore(secret, config.key_cache_seconds),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import getpass
 import io
@@ -991,7 +992,8 @@ def main(argv: list[str] | None = None) -> int:
         elif not migrating and is_new_sqlite_file(config.database_url):  # every migration is pending
             raise CommandError(pending_message(len(migrations.available())))
         try:
-            database = models.bind(config.database_url)
+            # A connect timeout and keepalives, but no statement timeout: a command may run long (prune, migrate).
+            database = models.bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
         except ValueError as exc:  # a DATABASE_URL of an unknown kind
             raise CommandError(str(exc)) from None
         if migrating:

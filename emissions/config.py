@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, replace
 
 from . import affinity
+from . import postgres
 
 DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
 DEFAULT_TEST_CAPACITY = 10_000  # calculations a month in the sandbox, for organizations without their own
@@ -156,6 +157,13 @@ class Config:
     trusted_proxy: tuple[str, ...] = ()
     trusted_proxy_count: int = 1
     retention_days: int = 0  # 0: the scheduler prunes nothing
+    # PostgreSQL's bounded waits (docs/operations.md, "Database timeouts").
+    database_connect_timeout: int = 5
+    database_statement_timeout: float = 10.0
+    database_keepalives_idle: int = 10
+    database_keepalives_interval: int = 5
+    database_keepalives_count: int = 3
+    request_head_timeout: float = 10.0
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -182,12 +190,25 @@ class Config:
             trusted_proxy=env_addresses("TRUSTED_PROXY"),
             trusted_proxy_count=env_int("TRUSTED_PROXY_COUNT", 1, minimum=1),
             retention_days=env_int("RETENTION_DAYS", 0, maximum=MAX_RETENTION_DAYS),
+            database_connect_timeout=env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=2),
+            database_statement_timeout=env_float("DATABASE_STATEMENT_TIMEOUT", 10.0, minimum=0.1),
+            database_keepalives_idle=env_int("DATABASE_KEEPALIVES_IDLE", 10, minimum=1),
+            database_keepalives_interval=env_int("DATABASE_KEEPALIVES_INTERVAL", 5, minimum=1),
+            database_keepalives_count=env_int("DATABASE_KEEPALIVES_COUNT", 3, minimum=1),
+            request_head_timeout=env_float("REQUEST_HEAD_TIMEOUT", 10.0, minimum=0.1),
         )
 
     @property
     def serving_threads(self) -> int:
         """THREADS, or the default for the database (default_threads)."""
         return self.threads or default_threads(self.database_url)
+
+    @property
+    def postgres_waits(self) -> "postgres.PostgresWaits":
+        """The DATABASE_* waits, for models.bind."""
+        return postgres.PostgresWaits(self.database_connect_timeout, self.database_statement_timeout,
+                                      self.database_keepalives_idle, self.database_keepalives_interval,
+                                      self.database_keepalives_count)
 
     def with_(self, **changes) -> "Config":
         """A copy with some values changed (tests use it)."""

@@ -5,7 +5,6 @@ kgCO2e/tkm; its value is then exactly their sum (docs/methodology.md, docs/facto
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import decimal
 import functools
@@ -18,6 +17,7 @@ from typing import TextIO
 import peewee as pw
 
 from . import audit
+from . import csvfile
 from .csvimport import ImportRejected, RowProblem, read_records
 from .models import EXACT_SUM, MODES, Factor, Organization, db
 
@@ -434,7 +434,7 @@ def active_versions(organization: Organization | None = None) -> list[Factor]:
 
 def export_factors(stream: TextIO, organization: Organization | None = None) -> int:
     """Write the active versions (global, or the organization's own) as an import CSV; return how many."""
-    writer = csv.writer(stream, lineterminator="\n")
+    writer = csvfile.Writer(stream, numeric_columns=[CSV_COLUMNS.index(name) for name in ("value", "ttw", "wtt")])
     writer.writerow(CSV_COLUMNS)
     exported = active_versions(organization)
     for factor in exported:

@@ -16,6 +16,8 @@ import peewee as pw
 from playhouse import db_url
 
 from . import affinity
+from . import outages
+from . import postgres
 
 db = pw.DatabaseProxy()
 
@@ -82,12 +84,15 @@ class WalCheckpointer:
         affinity.release_this_thread()  # SQLite copies the pages with the GIL released: off the serving CPU
         # Its own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction.
         connection = sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False)
+        # On a full disk every round fails: the first is logged whole, then a count a minute.
+        failures = outages.FailureLog(logging.getLogger("emissions.error"), "WAL checkpoint")
         try:
             while not self._stopping.wait(self.interval):
                 try:
                     connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    failures.succeeded()
                 except sqlite3.Error as error:  # the next round tries again; the backstop still holds
-                    logging.getLogger("emissions.error").warning("WAL checkpoint failed: %s", error)
+                    failures.failed(error)
         finally:
             connection.close()
 
@@ -97,8 +102,9 @@ class WalCheckpointer:
 SQLITE_DATABASE = pw.SqliteDatabase
 
 
-def open_database(url: str) -> pw.Database:
-    """A database for a DATABASE_URL, with the settings this service relies on."""
+def open_database(url: str, waits: postgres.PostgresWaits | None = None) -> pw.Database:
+    """A database for a DATABASE_URL, with the settings this service relies on (and, on PostgreSQL,
+    the waits: postgres.py)."""
     if url.startswith("sqlite"):
         settings = db_url.parse(url)
         create_private(settings.get("database") or "")
@@ -115,7 +121,7 @@ def open_database(url: str) -> pw.Database:
         if importlib.util.find_spec("psycopg2") is None:  # the driver is the [postgres] extra
             raise ValueError("DATABASE_URL names a PostgreSQL database but its driver is not installed: "
                              "pip install 'emissions-service[postgres]'")
-        database = db_url.connect(url, field_types=POSTGRES_FIELD_TYPES)
+        database = postgres.open_postgres(url, POSTGRES_FIELD_TYPES, waits)
     else:
         raise ValueError("DATABASE_URL must start with sqlite:// or postgresql://")
     return database
@@ -133,9 +139,9 @@ def create_private(path: str) -> None:
         pass
 
 
-def bind(url: str) -> pw.Database:
+def bind(url: str, waits: postgres.PostgresWaits | None = None) -> pw.Database:
     """Point the proxy at the database named by url and return it."""
-    database = open_database(url)
+    database = open_database(url, waits)
     db.initialize(database)
     return database
 

@@ -106,9 +106,46 @@ class DrainingDispatcher(ThreadedTaskDispatcher):
 
 
 class EnvelopeChannel(HTTPChannel):
+    """Waitress's channel with the envelope's parser and tasks, noting when a request's head began.
+
+    Waitress closes a connection only when it has been silent for CHANNEL_TIMEOUT: one that sends a
+    byte a second holds its socket for ever. head_started is when the request whose head is still
+    incomplete began (None when there is none); close_slow_heads closes it past REQUEST_HEAD_TIMEOUT.
+    """
+
     parser_class = CountingParser
     task_class = CountingTask
     error_task_class = EnvelopeErrorTask
+    head_started: float | None = None
+    _timed_request = None
+
+    def received(self, data):
+        result = super().received(data)
+        request = self.request  # the request being read, None between requests
+        if request is None or request.headers_finished:
+            self.head_started = None
+        elif request is not self._timed_request:
+            self._timed_request, self.head_started = request, time.time()  # Waitress's own clock
+        return result
+
+
+def close_slow_heads(server: BaseWSGIServer, now: float, deadline: float) -> None:
+    """Close the channels whose request head began more than `deadline` seconds ago."""
+    cutoff = now - deadline
+    for channel in list(server.active_channels.values()):
+        started = getattr(channel, "head_started", None)
+        if started is not None and started < cutoff:
+            channel.will_close = True  # Waitress closes it on its next turn of the loop
+
+
+def enforce_head_deadline(server, deadline: float) -> None:
+    """Have each of the server's listeners run close_slow_heads in its own maintenance round."""
+    channels = server.map if isinstance(server, MultiSocketServer) else server._map
+    for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
+        def maintenance(now, listener=listener, idle=listener.maintenance):
+            idle(now)
+            close_slow_heads(listener, now, deadline)
+        listener.maintenance = maintenance
 
 
 def create_server(app, host: str | None, port: int | None, threads: int, config: Config | None = None,
@@ -125,8 +162,8 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
         proxies.trusting(app, settings.trusted_proxy, settings.trusted_proxy_count), **where,
         threads=threads, max_request_body_size=MAX_WAITRESS_BODY, ident="emissions",
         connection_limit=settings.connection_limit, channel_timeout=settings.channel_timeout,
-        # Idle channels are looked for every cleanup_interval: at most half the time-out late.
-        cleanup_interval=max(1, min(30, settings.channel_timeout // 2)), backlog=settings.backlog,
+        # Idle channels and slow heads are looked for every second: a deadline is kept within one.
+        cleanup_interval=1, backlog=settings.backlog,
         # select() cannot watch a socket numbered above 1023; poll() has no such limit.
         asyncore_use_poll=True,
         # proxies.trusting() has already cleared the forwarding headers of untrusted peers.
@@ -134,6 +171,7 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
     dispatcher.set_thread_count(threads)  # what create_server does for a dispatcher of its own making
     dispatcher.before_drain = lambda: close_listeners(server)
     server.channel_class = EnvelopeChannel
+    enforce_head_deadline(server, settings.request_head_timeout)
     return server
 
 

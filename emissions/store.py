@@ -34,8 +34,27 @@ def run(text: str, params: tuple = ()):
 
 
 def ping() -> None:
-    """One round trip to the database (for /healthz)."""
+    """One round trip to the database."""
     run("SELECT 1").fetchone()
+
+
+def probe_write() -> str | None:
+    """Whether the database takes a write, for /healthz: None, or what stops it ("read-only").
+
+    On SQLite it rewrites the header's user_version with its own value (the file does not grow; a
+    read-only file refuses it); PostgreSQL says whether it is read-only (a standby, or
+    default_transaction_read_only). A full disk shows in the requests' own failures (outages.Health).
+    Closes this thread's connection: the probe runs in a thread of its own.
+    """
+    try:
+        if is_postgres():
+            return "read-only" if run("SHOW transaction_read_only").fetchone()[0] == "on" else None
+        with db.atomic():  # a write transaction: with several workers it queues with theirs (workers.py)
+            version = int(run("PRAGMA user_version").fetchone()[0])
+            run(f"PRAGMA user_version = {version}")
+        return None
+    finally:
+        db.close()
 
 
 # --- calculations ----------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 The parent binds the port (without listening, so that it never receives a connection), forks the
 workers, each of which listens on a socket of its own bound to the same port; the kernel spreads
 new connections over them. The parent only waits: SIGTERM or Ctrl-C stops every worker the way
-one process stops, and a worker that dies on its own stops the rest (exit status 1), for the
-service manager to restart the whole (docs/operations.md, "Several workers").
+one process stops, and a worker that dies on its own is started again (after a short backoff) while
+the others serve on; only after MAX_DEATHS deaths within DEATH_WINDOW seconds does the parent stop
+the rest and exit 1, for the service manager to restart the whole (docs/operations.md, "Several
+workers").
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -28,6 +31,10 @@ from .config import Config
 
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+MAX_DEATHS = 5  # deaths of workers within DEATH_WINDOW seconds after which the parent gives up
+DEATH_WINDOW = 60.0
+FIRST_BACKOFF = 0.5  # seconds before a dead worker starts again, doubling with each recent death
+MAX_BACKOFF = 8.0
 
 
 @dataclass
@@ -152,31 +159,61 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
         models.db.close()
     share = worker_config(config, workers)
     ready_read, ready_write = os.pipe()
-    children: list[int] = []
-    sys.stdout.flush()
-    sys.stderr.flush()  # nothing buffered may be written twice, by a worker too
-    # Held back until each process has its own handlers: a SIGTERM in between is delivered after.
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    children: dict[int, int] = {}  # pid: worker index
     parent = os.getpid()
-    for index in range(workers):
+
+    def fork_worker(index: int, ready_pipe: int, other_end: int) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()  # nothing buffered may be written twice, by a worker too
         pid = os.fork()
         if pid == 0:  # the worker
-            os.close(ready_read)
-            _run_worker(share, host, port, Worker(index, None, ready_write, planned[index]), reservation, parent)
-        children.append(pid)
+            os.close(other_end)
+            _run_worker(share, host, port, Worker(index, None, ready_pipe, planned[index]), reservation, parent)
+        children[pid] = index
+        return pid
+
+    # Held back until each process has its own handlers: a SIGTERM in between is delivered after.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    for index in range(workers):
+        fork_worker(index, ready_write, ready_read)
     os.close(ready_write)
     stopping = unexpected = False
+    ready_pipes: dict[int, int] = {}  # pid: the read end of a restarted worker's ready pipe
 
     def stop(signum, frame):
         nonlocal stopping
         stopping = True
-        _signal_all(children, signal.SIGTERM)
+        _signal_all(list(children), signal.SIGTERM)
 
-    def worker_exited():
+    def restart(index: int, status: int, deaths: list[float]) -> None:
+        """Start worker `index` again after a backoff; give up after MAX_DEATHS within DEATH_WINDOW."""
         nonlocal unexpected
-        if not stopping:
+        now = time.monotonic()
+        deaths[:] = [moment for moment in deaths if now - moment < DEATH_WINDOW] + [now]
+        how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+               else f"exited with status {os.waitstatus_to_exitcode(status)}")
+        if len(deaths) >= MAX_DEATHS:
+            print(f"emissions: worker {index} {how}; {len(deaths)} deaths within {DEATH_WINDOW:g} s, "
+                  "so every worker is stopped", file=sys.stderr, flush=True)
             unexpected = True
             stop(None, None)
+            return
+        delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (len(deaths) - 1))
+        print(f"emissions: worker {index} {how}; starting it again in {delay:g} s", file=sys.stderr, flush=True)
+        until = now + delay
+        while not stopping and time.monotonic() < until:
+            time.sleep(0.05)
+        if stopping:
+            return
+        read_end, write_end = os.pipe()
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            # Its "ready" line goes unread (the others serve the port meanwhile); the pipe stays open
+            # until it ends, so that writing the line never fails.
+            ready_pipes[fork_worker(index, write_end, read_end)] = read_end
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            os.close(write_end)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -186,7 +223,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
         cpus = [started.get(index) for index in range(workers)]  # where each runs: a refused pin is None
         if len(started) < workers and not stopping:
             stop(None, None)
-            _wait_all(children)
+            _wait_all(list(children))
             raise server.ListenError(f"cannot serve on {host}:{port}: a worker failed to start (see above)")
         if not stopping:
             url = f"http://{host}:{port}"
@@ -199,11 +236,21 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
                 where = "" if None in cpus else ", CPUs " + ",".join(map(str, cpus))
                 print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each{where})",
                       flush=True)
-        _wait_all(children, on_exit=worker_exited)
+        deaths: list[float] = []
+        while children:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            index = children.pop(pid, None)
+            if pid in ready_pipes:
+                os.close(ready_pipes.pop(pid))
+            if index is not None and not stopping:
+                restart(index, status, deaths)
     finally:
         reservation.close()
     if unexpected:
-        raise server.ListenError("a worker stopped unexpectedly, so every worker was stopped")
+        raise server.ListenError("workers kept stopping unexpectedly, so every worker was stopped")
     print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)
 
 
@@ -281,15 +328,12 @@ def _signal_all(children: list[int], signum: int) -> None:
             pass
 
 
-def _wait_all(children: list[int], on_exit=None) -> None:
-    """Reap every worker, calling on_exit() as each one ends."""
+def _wait_all(children: list[int]) -> None:
+    """Reap every worker."""
     remaining = set(children)
     while remaining:
         try:
             pid, _ = os.waitpid(-1, 0)
         except ChildProcessError:
             break
-        if pid in remaining:
-            remaining.discard(pid)
-            if on_exit is not None:
-                on_exit()
+        remaining.discard(pid)

@@ -217,3 +217,12 @@ def test_export_of_an_organization_without_factors_is_the_header_alone(run, acme
     assert (status, out) == (0, ",".join(factors.CSV_COLUMNS) + "\n")
     assert ok("factor", "export", "--org", "acme")["csv"] == out
     assert io.StringIO(out).readline().startswith("reference,mode,name,source")
+
+
+def test_export_writes_cells_a_spreadsheet_would_run_as_text(run, acme, ok):
+    ok("factor", "create", "--reference", "van", "--mode", "ROAD", "--value", "0.12522", "--org", "acme",
+       "--name", '=HYPERLINK("http://evil.example","x")', "--source", " \n@SUM(A1)")
+    status, out, _ = run("factor", "export", "--org", "acme")
+    row = next(csv.DictReader(io.StringIO(out)))
+    assert (status, row["name"], row["source"], row["value"]) == (
+        0, '\'=HYPERLINK("http://evil.example","x")', "' \n@SUM(A1)", "0.12522")

@@ -289,11 +289,12 @@ def test_a_used_up_capacity_429_matches_the_document(client, acme, secret):
     check_response(response, *POST)
 
 
-def test_a_database_outage_is_a_500_that_matches_the_document(client, acme, tmp_path):
+def test_a_database_outage_is_a_503_that_matches_the_document(client, acme, tmp_path):
     models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
     response = client.get("/v1/calculations/00000000-0000-4000-8000-000000000000", headers=acme.headers(),
-                          status=500)
+                          status=503)
     assert response.json["error"]["code"] == "INTERNAL_ERROR"
+    assert response.headers["Retry-After"] == "5"
     assert "Traceback" not in response.text and "sqlite" not in response.text.lower()
     check_response(response, *GET_CALCULATION)
 

@@ -173,14 +173,79 @@ def test_workers_stop_when_their_parent_is_killed_outright(tmp_path, monkeypatch
                 raise AssertionError(f"worker {pid} outlived its parent")
 
 
-def test_a_worker_that_dies_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
+def replacement_of(parent: int, dead: int, others: list[int]) -> int:
+    """The worker the parent forked in place of `dead` (waits for it)."""
+    for _ in range(300):
+        new = [pid for pid in children_of(parent) if pid != dead and pid not in others]
+        if new:
+            return new[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no worker replaced {dead}")
+
+
+def test_a_worker_killed_under_load_is_started_again_and_no_acknowledged_calculation_is_lost(tmp_path, monkeypatch):
+    import threading
+
+    with serving(tmp_path, monkeypatch, "--workers", "2", RATE_LIMIT_PER_SECOND="0") as (process, url, key):
+        first, second = children_of(process.pid)
+        acknowledged: list[tuple[float, str]] = []
+        stopping = threading.Event()
+
+        def load(name: str) -> None:
+            number = 0
+            while not stopping.is_set():
+                number += 1
+                try:
+                    answer = calculate(url, key, f"{name}-{number}")
+                except requests.RequestException:  # a connection the dead worker had accepted, or answered in part
+                    continue
+                if answer.status_code == 201:
+                    acknowledged.append((time.monotonic(), answer.json()["id"]))
+
+        clients = [threading.Thread(target=load, args=(f"load{n}",)) for n in range(3)]
+        for client in clients:
+            client.start()
+        try:
+            while len(acknowledged) < 20:
+                time.sleep(0.05)
+            os.kill(first, signal.SIGKILL)
+            killed_at = time.monotonic()
+            replacement = replacement_of(process.pid, first, [second])
+            forked_at = time.monotonic()
+            served_meanwhile = sum(1 for moment, _ in acknowledged if killed_at < moment < forked_at)
+            count = len(acknowledged)
+            while len(acknowledged) < count + 20:
+                time.sleep(0.05)
+        finally:
+            stopping.set()
+            for client in clients:
+                client.join(timeout=30)
+        assert served_meanwhile > 0  # the other worker answered while the dead one was gone
+        assert process.poll() is None and sorted(children_of(process.pid)) == sorted([second, replacement])
+        for _, calculation_id in acknowledged:
+            read = requests.get(f"{url}/v1/calculations/{calculation_id}", timeout=10,
+                                headers={"Authorization": f"Bearer {key}"})
+            assert read.status_code == 200, calculation_id
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert (process.returncode, out.strip().splitlines()[-1]) == (0, "Stopped.")
+    assert "emissions: worker 0 was killed by signal 9; starting it again in 0.5 s" in err.splitlines()
+
+
+def test_a_worker_that_keeps_dying_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
     with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
         first, second = children_of(process.pid)
-        os.kill(first, signal.SIGKILL)
-        out, err = process.communicate(timeout=30)
+        victim = first
+        for _ in range(workers.MAX_DEATHS - 1):
+            os.kill(victim, signal.SIGKILL)
+            victim = replacement_of(process.pid, victim, [second])
+        os.kill(victim, signal.SIGKILL)
+        out, err = process.communicate(timeout=60)
         assert process.returncode == 1
-        assert err.strip().splitlines()[-1] == ("emissions: a worker stopped unexpectedly, "
-                                               "so every worker was stopped")
+        lines = err.strip().splitlines()
+        assert [line.rsplit(" in ", 1)[-1] for line in lines[:4]] == ["0.5 s", "1 s", "2 s", "4 s"]
+        assert lines[-2] == "emissions: worker 0 was killed by signal 9; 5 deaths within 60 s, so every worker is stopped"
+        assert lines[-1] == "emissions: workers kept stopping unexpectedly, so every worker was stopped"
         assert not Path(f"/proc/{second}").exists()
 
 

@@ -917,3 +917,17 @@ def test_the_audit_page_lists_the_workspaces_own_actions_newest_first(client, ac
     page = client.get("/workspace/audit").text
     assert page.index("endpoint.set") < page.index("key.created")
     assert "user:ops@acme.example" in page
+
+
+def test_the_csv_download_writes_cells_a_spreadsheet_would_run_as_text(client, acme_user, secret):
+    import csv
+    import io
+    key = make_key(acme_user, secret)
+    for number, reference in enumerate(("=1+1", "  =1+1", "\n@SUM(A1)", "-2+3")):
+        client.post_json("/v1/emissions/logistics", logistics_body(external_reference=reference),
+                         headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"hostile-{number}"})
+    sign_in(client)
+    rows = list(csv.DictReader(io.StringIO(client.get("/workspace/calculations.csv").text)))
+    assert sorted(row["external_reference"] for row in rows) == sorted(
+        ["'=1+1", "'  =1+1", "'\n@SUM(A1)", "'-2+3"])
+    assert {row["emissions_kgco2e"] for row in rows} == {"500.88"}

@@ -6,7 +6,6 @@ the calculation write path for the workspace (docs/workspace.md, "Queries").
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import io
 import json
@@ -16,6 +15,7 @@ from decimal import Decimal
 
 import peewee as pw
 
+from .. import csvfile
 from .. import limits
 from ..jsoncodec import decimal_text
 from ..models import (EXACT_SUM, Calculation, Customer, Factor, Organization, WebhookAttempt, WebhookEvent,
@@ -206,12 +206,14 @@ def page(organization_id: int, environment: str, filters: Filters, cursor=None, 
 CSV_COLUMNS = ("id", "created_at", "environment", "customer_reference", "external_reference", "mode",
                "business_context", "activity_date", "cargo_tonnes", "distance_km", "activity_tkm",
                "emissions_kgco2e", "factor_reference", "factor_version")
+CSV_NUMERIC_COLUMNS = tuple(CSV_COLUMNS.index(name) for name in (
+    "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e", "factor_version"))
 
 
 def csv_lines(organization_id: int, environment: str, filters: Filters):
     """The filtered list as CSV text, a batch at a time (keyset: memory stays flat at any size)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csvfile.Writer(buffer, numeric_columns=CSV_NUMERIC_COLUMNS)
     writer.writerow(CSV_COLUMNS)
     yield buffer.getvalue()
     query = _filtered(organization_id, environment, filters)
@@ -221,21 +223,16 @@ def csv_lines(organization_id: int, environment: str, filters: Filters):
         buffer.seek(0)
         buffer.truncate()
         for row in rows:
-            writer.writerow((row.id, isoformat(row.created_at), environment, _cell(row.customer_reference),
-                             _cell(row.external_reference), row.mode, row.business_context,
+            writer.writerow((row.id, isoformat(row.created_at), environment, row.customer_reference,
+                             row.external_reference, row.mode, row.business_context,
                              row.activity_date.isoformat(), *(decimal_text(value) for value in (
                                  row.cargo_tonnes, row.distance_km, row.activity_tkm, row.emissions_kg)),
-                             _cell(row.factor_reference), row.factor_version))
+                             row.factor_reference, row.factor_version))
         if rows:
             yield buffer.getvalue()
         if len(rows) < CSV_BATCH:
             break
         cursor = (rows[-1].created_at, rows[-1].id)
-
-
-def _cell(text: str) -> str:
-    """A cell a spreadsheet will not run as a formula (OWASP's CSV injection advice)."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 # --- one calculation -------------------------------------------------------------------------------

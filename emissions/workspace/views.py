@@ -25,6 +25,7 @@ from .. import audit
 from .. import customers
 from .. import jsoncodec
 from .. import keys
+from .. import outages
 from .. import webhooks
 from ..models import Customer, MODES, SCOPES, WebhookEvent, WorkspaceFlash, db, utcnow
 from . import accounts
@@ -126,14 +127,19 @@ def guarded(handler):
     def wrapper(*args, **kwargs):
         try:
             return handler(*args, **kwargs)
-        except Exception:
+        except Exception as exc:
+            if "Content-Disposition" in bottle.response:  # a failed download is a page, not a file
+                del bottle.response["Content-Disposition"]
+            cause = outages.cause_of(exc)
+            if cause is not None:  # logged once per outage by the app (outages.FailureLog)
+                bottle.request.app.database_failed(exc, cause)
+                return render("error", 503, {"Retry-After": str(outages.RETRY_AFTER_SECONDS)},
+                              title="Temporarily unavailable", message=outages.MESSAGE, request_id=_request_id())
             error_log.error(json.dumps({"request_id": _request_id(), "traceback": traceback.format_exc()}))
             try:
                 db.close()
             except Exception:
                 pass
-            if "Content-Disposition" in bottle.response:  # a failed download is a page, not a file
-                del bottle.response["Content-Disposition"]
             return render("error", 500, title="Something went wrong", request_id=_request_id())
 
     return wrapper
