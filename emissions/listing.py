@@ -52,8 +52,8 @@ def page_statement(organization_id: int, environment: str, query: dict,
         conditions.append("created_at < ?")
         params.append(Calculation.created_at.db_value(_midnight(query["created_to"]) + dt.timedelta(days=1)))
     if cursor is not None:
-        conditions.append("(created_at < ? OR (created_at = ? AND id < ?))")
-        params.extend((cursor[0], cursor[0], cursor[1]))
+        conditions.append("(created_at, id) < (?, ?)")  # a row value: the index seeks to it
+        params.extend(cursor)
     text = ("SELECT body FROM calculation WHERE " + " AND ".join(conditions)
             + " ORDER BY created_at DESC, id DESC LIMIT ?")
     return text, [*params, query.get("limit", DEFAULT_LIMIT) + 1]
