@@ -352,10 +352,14 @@ def drift_lines(drifts: list[dict]) -> list[str]:
     def totals(row):
         if row is None:
             return "no row"
+        # A period rollup row (span day or month) has no first and last date of its own.
+        dates = f", {row['first_activity_date']}..{row['last_activity_date']}" if "first_activity_date" in row else ""
         return (f"{row['calculation_count']} calculations, {row['activity_tkm']} tkm, {row['emissions_kg']} kgCO2e "
-                f"(ttw {row['emissions_ttw_kg']}, wtt {row['emissions_wtt_kg']}), "
-                f"{row['first_activity_date']}..{row['last_activity_date']}")
-    return [f"{d['organization']}/{d['environment']}/{d['customer']} {r['mode']}/{r['business_context']}: "
+                f"(ttw {row['emissions_ttw_kg']}, wtt {row['emissions_wtt_kg']}){dates}")
+
+    def rollup(r):
+        return f"{r['mode']}/{r['business_context']}" + (f" {r['span']} {r['activity_date']}" if "span" in r else "")
+    return [f"{d['organization']}/{d['environment']}/{d['customer']} {rollup(r)}: "
             f"expected {totals(r['expected'])}; stored {totals(r['stored'])}" for d in drifts for r in d["rows"]]
 
 

@@ -183,3 +183,15 @@ def test_a_period_is_whole_months_and_the_days_around_them(start, end, months, b
 
     assert periods.ranges(dt.date.fromisoformat(start), dt.date.fromisoformat(end)) == (
         dates(months), dates(before), dates(after))
+
+
+def test_the_cli_verify_names_a_drifted_period_row(client, acme, shipped, emissions):
+    CustomerPeriodRollup.delete().where(CustomerPeriodRollup.span == "day",
+                                        CustomerPeriodRollup.activity_date == dt.date(2026, 11, 30)).execute()
+    status, out, err = emissions("analytics", "verify", "--no-progress")
+    assert status == 3
+    assert ("acme/test/cust-1 ROAD/upstream day 2026-11-30: expected 1 calculations, 9 tkm, 1.12698 kgCO2e"
+            " (ttw 0, wtt 0); stored no row") in out
+    status, out, err = emissions("analytics", "rebuild", "--no-progress")
+    assert status == 0 and "1 repaired" in out
+    assert emissions("analytics", "verify", "--no-progress")[0] == 0
