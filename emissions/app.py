@@ -20,6 +20,7 @@ from . import models
 from . import parameters
 from . import periods
 from . import schemas
+from . import statements
 from . import store
 from . import workspace
 from .config import Config
@@ -296,6 +297,14 @@ def get_customer_emissions(principal: auth.Principal, reference: str, query: dic
     return Reply(found)
 
 
+def get_customer_statement(principal: auth.Principal, reference: str, query: dict) -> Reply:
+    found = statements.statement(principal.organization_id, principal.environment, checked_reference(reference),
+                                 query.get("from"), query.get("to"))
+    if found is None:
+        raise customer_not_found()
+    return Reply(found)
+
+
 def list_calculations(principal: auth.Principal, query: dict) -> Reply:
     return Reply(listing.page(principal.organization_id, principal.environment, query))
 
@@ -336,6 +345,8 @@ def _routes(app: Service) -> None:
     app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
               scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
+              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
+    app.route("/v1/customers/<reference:path>/statement", "GET", get_customer_statement,
               scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
     # `re:.*` lets an empty reference reach the handler: after authentication it is CUSTOMER_NOT_FOUND.
     app.route("/v1/customers/<reference:re:.*>", "GET", get_customer,

@@ -21,10 +21,12 @@ from . import auth
 from . import backup
 from . import customers
 from . import factors
+from . import jsoncodec
 from . import limits
 from . import logs
 from . import migrations
 from . import models
+from . import statements
 from . import webhooks
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
@@ -548,6 +550,35 @@ def cmd_usage(args, config):
              for environment, numbers in environments.items()]))
 
 
+def cmd_statement(args, config):
+    """A customer's emissions statement for a period (statements.py): JSON, the period's calculations as
+    CSV, or a printable HTML page; to --output or stdout."""
+    org = organization(args.org)
+    start, end = parse_date(getattr(args, "from")), parse_date(args.to)
+    if start and end and start > end:
+        raise CommandError(f"--from {start} is after --to {end}")
+    found = statements.statement(org.id, args.env, args.customer, start, end)
+    if found is None:
+        raise CommandError(f"no customer {args.customer} in {org.slug} ({args.env})")
+    if args.format == "csv":
+        content = statements.as_csv(statements.calculation_rows(org.id, args.env, args.customer, start, end))
+    elif args.format == "html":
+        content = statements.as_html(found)
+    else:
+        content = jsoncodec.dumps(found) + "\n"
+    if args.output is None:
+        if args.json and args.format != "json":
+            raise CommandError("--json prints the statement as JSON: use --format json, or --output FILE")
+        sys.stdout.write(content)
+        return 0
+    with open(args.output, "w", encoding="utf-8", newline="") as out:
+        out.write(content)
+    emit(args, {"output": args.output, "format": args.format, "customer": args.customer, "period": found["period"],
+                "calculation_count": found["totals"]["calculation_count"]},
+         f"wrote the {args.format} statement of {args.customer} to {args.output}")
+    return 0
+
+
 def cmd_webhook_set(args, config):
     org = organization(args.org)
     previous = webhooks.endpoint_for(org.id, args.env)
@@ -875,6 +906,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("file")
     sub.add_argument("--org", required=True)
     sub.add_argument("--env", required=True, choices=["test", "live"])
+
+    sub = command(commands, "statement", cmd_statement,
+                  "a customer's emissions statement for a period of activity dates (json, csv or html)")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", required=True, choices=["test", "live"])
+    sub.add_argument("--customer", required=True, help="the customer's reference")
+    sub.add_argument("--from", help="first activity date, YYYY-MM-DD (inclusive; open when left out)")
+    sub.add_argument("--to", help="last activity date, YYYY-MM-DD (inclusive; open when left out)")
+    sub.add_argument("--format", choices=["json", "csv", "html"], default="json",
+                     help="json: the statement; csv: the period's calculations; html: a printable page")
+    sub.add_argument("--output", help="write to this file (default: stdout)")
 
     analytics = group("analytics", "customer analytics rollups")
     for name, handler, help_text in (
