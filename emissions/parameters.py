@@ -81,6 +81,8 @@ class Query:
 
     def parse(self, query_string: str) -> dict:
         """The parameters given, parsed; InvalidRequest (400) naming each one that is refused."""
+        if not query_string:  # most requests: nothing to parse
+            return {}
         values: dict = {}
         details: list[dict] = []
         seen: set[str] = set()
