@@ -13,11 +13,15 @@ from . import auth
 from . import calculations
 from . import customers
 from . import jsoncodec
+from . import listing
 from . import logs
 from . import migrations
 from . import models
 from . import outages
+from . import parameters
+from . import periods
 from . import schemas
+from . import statements
 from . import store
 from . import workspace
 from .config import Config
@@ -161,6 +165,8 @@ class ApiPlugin:
         all_of = route.config.get("scopes_all")
         any_of = route.config.get("scopes_any")
         authenticated = all_of is not None or any_of is not None
+        # The query parameters the route declares (parameters.Query); anything else is a 400.
+        query = route.config.get("query")
         service = self.service
 
         def wrapper(*args, **kwargs):
@@ -172,6 +178,10 @@ class ApiPlugin:
                     auth.require_scopes(principal, any_of=any_of or (), all_of=all_of or ())
                     service.limiter.check(principal.key_id)
                     kwargs["principal"] = principal
+                if query is not None:
+                    parsed = query.parse(bottle.request.environ.get("QUERY_STRING", ""))
+                    if query.parameters:
+                        kwargs["query"] = parsed
                 reply = callback(*args, **kwargs)
             except ApiError as error:
                 return _error(error)
@@ -311,11 +321,24 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
     return Reply(customer_or_404(principal, reference).to_dict())
 
 
-def get_customer_emissions(principal: auth.Principal, reference: str) -> Reply:
-    found = customers.analytics_json(principal.organization_id, principal.environment, checked_reference(reference))
+def get_customer_emissions(principal: auth.Principal, reference: str, query: dict) -> Reply:
+    found = periods.analytics_json(principal.organization_id, principal.environment, checked_reference(reference),
+                                   query.get("from"), query.get("to"))
     if found is None:
         raise customer_not_found()
     return Reply(found)
+
+
+def get_customer_statement(principal: auth.Principal, reference: str, query: dict) -> Reply:
+    found = statements.statement(principal.organization_id, principal.environment, checked_reference(reference),
+                                 query.get("from"), query.get("to"))
+    if found is None:
+        raise customer_not_found()
+    return Reply(found)
+
+
+def list_calculations(principal: auth.Principal, query: dict) -> Reply:
+    return Reply(listing.page(principal.organization_id, principal.environment, query))
 
 
 def get_openapi() -> Reply:
@@ -338,18 +361,33 @@ def healthz() -> Reply:
                  {"Retry-After": str(outages.RETRY_AFTER_SECONDS)})
 
 
+PERIOD = parameters.Query({"from": parameters.iso_date, "to": parameters.iso_date}, ranges=(("from", "to"),))
+LISTING = parameters.Query({
+    "customer_reference": parameters.text(120), "external_reference": parameters.text(120),
+    "mode": parameters.one_of(*models.MODES),
+    "activity_from": parameters.iso_date, "activity_to": parameters.iso_date,
+    "created_from": parameters.iso_date, "created_to": parameters.iso_date,
+    "limit": parameters.integer_between(1, listing.MAX_LIMIT), "starting_after": parameters.uuid,
+}, ranges=(("activity_from", "activity_to"), ("created_from", "created_to")))
+
+
 def _routes(app: Service) -> None:
-    """The URL map. scopes_all / scopes_any mark an authenticated API route and name what it needs."""
+    """The URL map. scopes_all / scopes_any mark an authenticated API route and name what it needs;
+    query names the query parameters it takes (every /v1 route declares them)."""
     app.route("/v1/emissions/logistics", "POST", calculate_logistics,
-              scopes_all=("emissions:calculate",))
+              scopes_all=("emissions:calculate",), query=parameters.NONE)
+    app.route("/v1/calculations", "GET", list_calculations,
+              scopes_any=("emissions:read", "emissions:calculate"), query=LISTING)
     app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
-              scopes_any=("emissions:read", "emissions:calculate"))
+              scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
-              scopes_all=("customers:read", "customer-analytics:read"))
+              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
+    app.route("/v1/customers/<reference:path>/statement", "GET", get_customer_statement,
+              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
     # `re:.*` lets an empty reference reach the handler: after authentication it is CUSTOMER_NOT_FOUND.
     app.route("/v1/customers/<reference:re:.*>", "GET", get_customer,
-              scopes_all=("customers:read",))
-    app.route("/v1/openapi.json", "GET", get_openapi)
+              scopes_all=("customers:read",), query=parameters.NONE)
+    app.route("/v1/openapi.json", "GET", get_openapi, query=parameters.NONE)
     app.route("/healthz", "GET", healthz)
 
 

@@ -24,12 +24,14 @@ from . import auth
 from . import backup
 from . import customers
 from . import factors
+from . import jsoncodec
 from . import keys
 from . import limits
 from . import logs
 from . import migrations
 from . import models
 from . import organizations
+from . import statements
 from . import webhooks
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
@@ -295,10 +297,14 @@ def drift_lines(drifts: list[dict]) -> list[str]:
     def totals(row):
         if row is None:
             return "no row"
+        # A period rollup row (span day or month) has no first and last date of its own.
+        dates = f", {row['first_activity_date']}..{row['last_activity_date']}" if "first_activity_date" in row else ""
         return (f"{row['calculation_count']} calculations, {row['activity_tkm']} tkm, {row['emissions_kg']} kgCO2e "
-                f"(ttw {row['emissions_ttw_kg']}, wtt {row['emissions_wtt_kg']}), "
-                f"{row['first_activity_date']}..{row['last_activity_date']}")
-    return [f"{d['organization']}/{d['environment']}/{d['customer']} {r['mode']}/{r['business_context']}: "
+                f"(ttw {row['emissions_ttw_kg']}, wtt {row['emissions_wtt_kg']}){dates}")
+
+    def rollup(r):
+        return f"{r['mode']}/{r['business_context']}" + (f" {r['span']} {r['activity_date']}" if "span" in r else "")
+    return [f"{d['organization']}/{d['environment']}/{d['customer']} {rollup(r)}: "
             f"expected {totals(r['expected'])}; stored {totals(r['stored'])}" for d in drifts for r in d["rows"]]
 
 
@@ -483,6 +489,35 @@ def cmd_usage(args, config):
              f"{environment}: {numbers['used']} of "
              f"{'unlimited' if numbers['capacity'] is None else numbers['capacity']}"
              for environment, numbers in environments.items()]))
+
+
+def cmd_statement(args, config):
+    """A customer's emissions statement for a period (statements.py): JSON, the period's calculations as
+    CSV, or a printable HTML page; to --output or stdout."""
+    org = organization(args.org)
+    start, end = parse_date(getattr(args, "from")), parse_date(args.to)
+    if start and end and start > end:
+        raise CommandError(f"--from {start} is after --to {end}")
+    found = statements.statement(org.id, args.env, args.customer, start, end)
+    if found is None:
+        raise CommandError(f"no customer {args.customer} in {org.slug} ({args.env})")
+    if args.format == "csv":
+        content = statements.as_csv(statements.calculation_rows(org.id, args.env, args.customer, start, end))
+    elif args.format == "html":
+        content = statements.as_html(found)
+    else:
+        content = jsoncodec.dumps(found) + "\n"
+    if args.output is None:
+        if args.json and args.format != "json":
+            raise CommandError("--json prints the statement as JSON: use --format json, or --output FILE")
+        sys.stdout.write(content)
+        return 0
+    with open(args.output, "w", encoding="utf-8", newline="") as out:
+        out.write(content)
+    emit(args, {"output": args.output, "format": args.format, "customer": args.customer, "period": found["period"],
+                "calculation_count": int(found["totals"]["calculation_count"])},
+         f"wrote the {args.format} statement of {args.customer} to {args.output}")
+    return 0
 
 
 def cmd_webhook_set(args, config):
@@ -836,6 +871,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("file")
     sub.add_argument("--org", required=True)
     sub.add_argument("--env", required=True, choices=["test", "live"])
+
+    sub = command(commands, "statement", cmd_statement,
+                  "a customer's emissions statement for a period of activity dates (json, csv or html)")
+    sub.add_argument("--org", required=True)
+    sub.add_argument("--env", required=True, choices=["test", "live"])
+    sub.add_argument("--customer", required=True, help="the customer's reference")
+    sub.add_argument("--from", help="first activity date, YYYY-MM-DD (inclusive; open when left out)")
+    sub.add_argument("--to", help="last activity date, YYYY-MM-DD (inclusive; open when left out)")
+    sub.add_argument("--format", choices=["json", "csv", "html"], default="json",
+                     help="json: the statement; csv: the period's calculations; html: a printable page")
+    sub.add_argument("--output", help="write to this file (default: stdout)")
 
     analytics = group("analytics", "customer analytics rollups")
     for name, handler, help_text in (

@@ -16,6 +16,7 @@ import peewee as pw
 
 from . import audit
 from . import jsoncodec
+from . import periods
 from . import schemas
 from . import store
 from .csvimport import ImportRejected, RowProblem, read_records
@@ -266,7 +267,7 @@ def summarize(environment: str, rows) -> dict:
 
 # --- verify and rebuild ------------------------------------------------------------------------
 
-RollupKey = tuple  # (environment, mode, business_context)
+RollupKey = tuple  # (environment, mode, business_context); a period row's adds (span, activity_date)
 
 
 @dataclass
@@ -326,8 +327,10 @@ class Drift:
         for key in sorted(set(self.expected) | set(self.stored)):
             expected, stored = self.expected.get(key), self.stored.get(key)
             if expected != stored:
-                rows.append({"environment": key[0], "mode": key[1], "business_context": key[2],
-                             "expected": expected.to_dict() if expected else None,
+                row = {"environment": key[0], "mode": key[1], "business_context": key[2]}
+                if periods.is_period_key(key):
+                    row.update(span=key[3], activity_date=key[4].isoformat())
+                rows.append({**row, "expected": expected.to_dict() if expected else None,
                              "stored": stored.to_dict() if stored else None})
         return {"organization": self.organization, "environment": self.customer.environment,
                 "customer": self.customer.reference, "rows": rows}
@@ -387,7 +390,8 @@ def _stream(text: str, params: tuple) -> Iterator[list[tuple]]:
 
 
 def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict:
-    """Rollup rows recomputed from the customer's stored calculations: RollupKey -> Totals."""
+    """Rollup rows, and period rollup rows, recomputed from the customer's stored calculations:
+    RollupKey -> Totals (periods.PeriodTotals for a period row)."""
     expected: dict = {}
     dates: dict = {}  # raw date value -> date (SQLite returns text; a customer has few distinct days)
     for batch in _stream(store.CALCULATION_TOTALS, (customer_id,)):
@@ -398,19 +402,22 @@ def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict
             day = dates.get(activity_date)
             if day is None:
                 day = dates[activity_date] = _as_date(activity_date)
-            totals.add(Decimal(activity), Decimal(emissions), day,
-                       None if ttw is None else Decimal(ttw), None if wtt is None else Decimal(wtt))
+            activity, emissions = Decimal(activity), Decimal(emissions)
+            ttw, wtt = None if ttw is None else Decimal(ttw), None if wtt is None else Decimal(wtt)
+            totals.add(activity, emissions, day, ttw, wtt)
+            periods.add_expected(expected, environment, mode, context, day, activity, emissions, ttw, wtt)
         if progress:
             progress(len(batch))
     return expected
 
 
 def stored_rollups(customer_id: int) -> dict:
-    """The customer's rollup rows as they are stored: RollupKey -> Totals."""
-    return {(row.environment, row.mode, row.business_context):
-            Totals(row.calculation_count, row.activity_tkm, row.emissions_kg,
-                   row.first_activity_date, row.last_activity_date, row.emissions_ttw_kg, row.emissions_wtt_kg)
-            for row in CustomerRollup.select().where(CustomerRollup.customer == customer_id)}
+    """The customer's rollup rows and period rollup rows as they are stored: RollupKey -> Totals."""
+    return {**{(row.environment, row.mode, row.business_context):
+               Totals(row.calculation_count, row.activity_tkm, row.emissions_kg,
+                      row.first_activity_date, row.last_activity_date, row.emissions_ttw_kg, row.emissions_wtt_kg)
+               for row in CustomerRollup.select().where(CustomerRollup.customer == customer_id)},
+            **periods.stored_rollups(customer_id)}
 
 
 def _snapshot():
@@ -421,7 +428,7 @@ def _snapshot():
 
 
 def _counted(expected: dict) -> int:
-    return sum(totals.calculation_count for totals in expected.values())
+    return sum(totals.calculation_count for key, totals in expected.items() if not periods.is_period_key(key))
 
 
 def _check(organization_id: int | None, environment: str | None, progress: Progress | None,
@@ -464,7 +471,9 @@ def _repair(customer_id: int, expected: dict, attempts: int = 3) -> dict:
 
 def _replace_rollups(customer_id: int, expected: dict) -> None:
     CustomerRollup.delete().where(CustomerRollup.customer == customer_id).execute()
-    for (environment, mode, context), totals in sorted(expected.items()):
+    periods.replace_rollups(customer_id, expected)
+    for (environment, mode, context), totals in sorted(
+            (key, totals) for key, totals in expected.items() if not periods.is_period_key(key)):
         CustomerRollup.create(customer=customer_id, environment=environment, mode=mode,
                               business_context=context, calculation_count=totals.calculation_count,
                               activity_tkm=totals.activity_tkm, emissions_kg=totals.emissions_kg,

@@ -452,6 +452,30 @@ class CustomerRollup(BaseModel):
         indexes = ((("customer", "environment", "mode", "business_context"), True),)
 
 
+# --- period rollups (issue 22) ---------------------------------------------------------------------
+
+class CustomerPeriodRollup(BaseModel):
+    """Running totals of one customer's calculations for one activity day or month (span), mode and
+    business context (migration 0009; emissions/periods.py reads and writes them)."""
+
+    customer = pw.ForeignKeyField(Customer, on_delete="CASCADE", index=False)
+    environment = pw.CharField(max_length=4)
+    span = pw.CharField(max_length=5)  # day | month (activity_date is then the month's first day)
+    activity_date = pw.DateField()
+    mode = pw.CharField(max_length=8)
+    business_context = pw.CharField(max_length=12)
+    calculation_count = pw.BigIntegerField()
+    activity_tkm = ExactDecimalField()
+    emissions_kg = ExactDecimalField()
+    emissions_ttw_kg = ExactDecimalField()  # over the calculations that have TTW and WTT parts
+    emissions_wtt_kg = ExactDecimalField()
+
+    class Meta:
+        indexes = ((("customer", "environment", "span", "activity_date", "mode", "business_context"), True),)
+
+# --- end of period rollups -------------------------------------------------------------------------
+
+
 class UsageCounter(BaseModel):
     """Billable calculations of one organization and environment in one calendar month (UTC)."""
 
@@ -609,7 +633,7 @@ class AuditEvent(BaseModel):
 
 
 ALL_MODELS = [
-    InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup,
+    InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup, CustomerPeriodRollup,
     UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent, WorkspaceSession,
     WorkspaceFlash,
 ]

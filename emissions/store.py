@@ -12,6 +12,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
+from . import periods
 from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent, db, is_postgres
 
 
@@ -161,7 +162,7 @@ class CapacityUsedUp(Exception):
 
 def write_calculation(calculation: NewCalculation, test_capacity: int, period: str, event) -> None:
     """Write a calculation in one transaction: its row, one more use of the organization's
-    capacity for `period`, its customer's rollup and its webhook event (a webhooks.NewEvent).
+    capacity for `period`, its customer's rollup and period rollups, and its webhook event (a webhooks.NewEvent).
 
     Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
     IntegrityError when a calculation with the same idempotency key was committed first.
@@ -183,6 +184,9 @@ def write_calculation(calculation: NewCalculation, test_capacity: int, period: s
             raise CapacityUsedUp()
         run(*add_to_rollup(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm,
                            c.emissions_kg, c.activity_date, parts))
+        # Its activity day's and month's rows too (issue 22: analytics by period).
+        run(*periods.add_to_period_rollups(c.customer_id, c.environment, c.mode, c.business_context,
+                                           c.activity_tkm, c.emissions_kg, c.activity_date, parts))
         insert_event(event)
 
 

@@ -98,7 +98,9 @@ def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(
     assert not DROPPED_IN_0002 & (set(calculation) | set(events))
     # What covers the dropped ones: the idempotency key's unique index and the customer's time order.
     assert {"calculation_organization_id_environment_idempotency_key", "calculation_customer_created"} <= set(calculation)
-    assert len(calculation) == 3  # and the primary key
+    # And the primary key, and the listing's two (0008, which also adds id and two columns to the customer's).
+    assert {"calculation_created", "calculation_external_reference"} <= set(calculation)
+    assert len(calculation) == 5
     for name, (column, status) in PARTIAL_IN_0002.items():
         definition = events[name].replace("::text", "")  # PostgreSQL: ((delivery_status)::text = '...'::text)
         assert f"({column}) WHERE " in definition

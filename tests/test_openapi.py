@@ -95,9 +95,10 @@ def test_the_document_has_the_four_operations_the_webhook_and_every_error_code()
 
 @pytest.mark.parametrize("path, method, statuses", [
     ("/emissions/logistics", "post", {201, 200, 400, 401, 403, 404, 409, 422, 429}),
-    ("/calculations/{id}", "get", {200, 401, 403, 404, 429}),
-    ("/customers/{customerReference}", "get", {200, 401, 403, 404, 429}),
-    ("/customers/{customerReference}/emissions", "get", {200, 401, 403, 404, 429}),
+    ("/calculations", "get", {200, 400, 401, 403, 429}),
+    ("/calculations/{id}", "get", {200, 400, 401, 403, 404, 429}),
+    ("/customers/{customerReference}", "get", {200, 400, 401, 403, 404, 429}),
+    ("/customers/{customerReference}/emissions", "get", {200, 400, 401, 403, 404, 429}),
 ])
 def test_each_operation_declares_the_statuses_of_the_spec(path, method, statuses):
     responses = DOCUMENT["paths"][path][method]["responses"]
@@ -167,6 +168,7 @@ POST = ("/emissions/logistics", "post")
 GET_CALCULATION = ("/calculations/{id}", "get")
 GET_CUSTOMER = ("/customers/{customerReference}", "get")
 GET_EMISSIONS = ("/customers/{customerReference}/emissions", "get")
+LIST = ("/calculations", "get")
 
 
 def test_the_response_checker_rejects_what_the_document_does_not_allow(client, acme):
@@ -205,6 +207,12 @@ def test_successful_responses_match_the_document(client, acme):
     emissions = client.get("/v1/customers/cust-1/emissions", headers=acme.headers())
     assert emissions.json["analytics"]["calculation_count"] == 2
     check_response(emissions, *GET_EMISSIONS)
+    for query in ("from=2026-03-01&to=2026-03-31", "from=2026-04-01", "to=2026-02-28"):
+        check_response(client.get(f"/v1/customers/cust-1/emissions?{query}", headers=acme.headers()), *GET_EMISSIONS)
+    listed = client.get("/v1/calculations?limit=1", headers=acme.headers())
+    assert listed.json["has_more"] is True
+    check_response(listed, *LIST)
+    check_response(client.get("/v1/calculations?mode=AIR", headers=acme.headers()), *LIST)
     make_customer(acme.org, "quiet", country_code="DE")
     check_response(client.get("/v1/customers/quiet/emissions", headers=acme.headers()), *GET_EMISSIONS)
     check_response(client.get("/v1/customers/quiet", headers=acme.headers()), *GET_CUSTOMER)
@@ -255,6 +263,14 @@ def test_error_responses_match_the_document(client, acme, globex, secret):
         (client.get("/v1/customers/cust-1", headers=reader, status="*"), 403, GET_CUSTOMER),
         (client.get("/v1/customers/cust-1/emissions", headers=reader, status="*"), 403, GET_EMISSIONS),
         (client.get("/v1/customers/bad%20ref/emissions", headers=acme.headers(), status="*"), 404, GET_EMISSIONS),
+        (client.get("/v1/customers/cust-1/emissions?period=2026-10", headers=acme.headers(), status="*"), 400,
+         GET_EMISSIONS),
+        (client.get("/v1/customers/cust-1?x=1", headers=acme.headers(), status="*"), 400, GET_CUSTOMER),
+        (client.get("/v1/calculations?limit=0", headers=acme.headers(), status="*"), 400, LIST),
+        (client.get("/v1/calculations", headers={"Authorization": "Bearer nope"}, status="*"), 401, LIST),
+        (client.get("/v1/calculations", headers={"Authorization": "Bearer " + make_key(
+            acme.org, secret, scopes=["customers:read"])}, status="*"), 403, LIST),
+        (client.get("/v1/calculations/not-a-uuid?x=1", headers=acme.headers(), status="*"), 400, GET_CALCULATION),
     ]
     make_customer(acme.org, "paused", status="suspended")
     cases.append((post_calculation(client, acme, customer_reference="paused"), 403, POST))

@@ -16,8 +16,8 @@ from conftest import logistics_body, record_statements
 
 pytestmark = pytest.mark.on_both
 
-POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]  # lookup; calculation,
-# usage counter, customer rollup, webhook event in one transaction
+POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]  # lookup; calculation,
+# usage counter, customer rollup, its day and month rollup rows (one statement), webhook event in one transaction
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def post(client, persona, key: str, status: int):
     return client.post_json("/v1/emissions/logistics", logistics_body(), headers=persona.headers(key), status=status)
 
 
-def test_a_new_calculation_is_one_lookup_and_one_transaction_of_four_writes(warm_client, acme, statements):
+def test_a_new_calculation_is_one_lookup_and_one_transaction_of_five_writes(warm_client, acme, statements):
     with statements as sent:
         post(warm_client, acme, "count-new", 201)
     assert sent == POST_NEW
@@ -104,6 +104,15 @@ def test_customer_analytics_is_one_select(warm_client, acme, statements):
     post(warm_client, acme, "count-analytics", 201)
     with statements as sent:
         response = warm_client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
+    assert sent == ["SELECT"]
+    assert response.json["analytics"]["calculation_count"] == 1
+
+
+def test_customer_analytics_for_a_period_is_one_select(warm_client, acme, statements):
+    post(warm_client, acme, "count-period", 201)
+    with statements as sent:
+        response = warm_client.get("/v1/customers/cust-1/emissions?from=2026-02-15&to=2026-12-31",
+                                   headers=acme.headers(), status=200)
     assert sent == ["SELECT"]
     assert response.json["analytics"]["calculation_count"] == 1
 

@@ -1,0 +1,167 @@
+"""A customer's emissions statement for a period: what a forwarder hands its customer.
+
+The totals, by mode and by month come from the period analytics (periods.py), so the API, the CLI and
+the statement agree to the last decimal; the factor versions used are counted from the period's
+calculations, and the CSV lists those calculations one per row.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import html
+import io
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Iterator
+
+import peewee as pw
+
+from . import customers
+from . import jsoncodec
+from . import periods
+from .models import Calculation, Factor, isoformat, utcnow
+
+SIX_PLACES = Decimal("0.000001")
+STANDARD = "ISO 14083:2023"
+CSV_COLUMNS = (
+    "calculation_id", "external_reference", "customer_reference", "activity_date", "created_at", "mode",
+    "business_context", "scope3_category", "origin_code", "origin_label", "origin_country", "destination_code",
+    "destination_label", "destination_country", "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e",
+    "emissions_ttw_kgco2e", "emissions_wtt_kgco2e", "factor_reference", "factor_version", "factor_name",
+    "factor_source",
+)
+
+
+def intensity(emissions: Decimal, activity: Decimal) -> dict:
+    """kgCO2e per tkm, rounded half-even to 6 places; null without activity."""
+    value = (emissions / activity).quantize(SIX_PLACES, rounding=ROUND_HALF_EVEN) if activity else None
+    return {"value": value, "unit": "kgCO2e/tkm"}
+
+
+def _in_period(customer_id: int, start: dt.date | None, end: dt.date | None):
+    condition = Calculation.customer == customer_id
+    if start is not None:
+        condition &= Calculation.activity_date >= start
+    if end is not None:
+        condition &= Calculation.activity_date <= end
+    return condition
+
+
+def factors_used(customer_id: int, start: dt.date | None, end: dt.date | None) -> list[dict]:
+    """Each factor version the period's calculations used: its lineage, publication and how many used it."""
+    counts = dict(Calculation.select(Calculation.factor, pw.fn.COUNT(Calculation.id))
+                  .where(_in_period(customer_id, start, end)).group_by(Calculation.factor).tuples())
+    used = sorted(Factor.select().where(Factor.id.in_(list(counts))), key=lambda f: (f.reference, f.version))
+    return [{**factor.lineage(), "publication": factor.publication, "calculation_count": counts[factor.id]}
+            for factor in used]
+
+
+def statement(organization_id: int, environment: str, reference: str, start: dt.date | None = None,
+              end: dt.date | None = None) -> dict | None:
+    """The customer's statement for activity dates start..end (inclusive, None is open), or None."""
+    customer = customers.find(organization_id, environment, reference)
+    text = periods.analytics_json(organization_id, environment, reference, start, end)
+    if customer is None or text is None:
+        return None
+    analytics = jsoncodec.loads(text)["analytics"]
+    factors = factors_used(customer.id, start, end)
+    publications = []
+    for factor in factors:
+        if factor["publication"] and factor["publication"] not in publications:
+            publications.append(factor["publication"])
+    return {
+        "object": "statement",
+        "customer": {"reference": customer.reference, "name": customer.name, "country_code": customer.country_code},
+        "environment": environment,
+        "period": analytics["period"],
+        "totals": {"calculation_count": analytics["calculation_count"], "activity": analytics["activity"],
+                   "emissions": analytics["emissions"],
+                   "intensity": intensity(analytics["emissions"]["value"], analytics["activity"]["value"])},
+        "by_mode": {mode: {**totals, "intensity": intensity(totals["emissions"]["value"], totals["activity"]["value"])}
+                    for mode, totals in analytics["by_mode"].items()},
+        "by_business_context": analytics["by_business_context"],
+        "by_month": analytics["by_month"],
+        "first_activity_date": analytics["first_activity_date"],
+        "last_activity_date": analytics["last_activity_date"],
+        "factors": factors,
+        "methodology": {"standard": STANDARD, "boundary": "WTW",
+                        "description": "Activity in tonne-kilometres (cargo tonnes x distance km) times a governed "
+                                       "well-to-wheel emission factor in kgCO2e/tkm; each calculation rounded "
+                                       "half-even to 6 decimal places, totals exact sums of the rounded values.",
+                        "publications": publications},
+        "generated_at": isoformat(utcnow()),
+    }
+
+
+def calculation_rows(organization_id: int, environment: str, reference: str, start: dt.date | None,
+                     end: dt.date | None) -> Iterator[list]:
+    """The period's calculations as CSV rows (CSV_COLUMNS), by activity date then creation."""
+    customer = customers.find(organization_id, environment, reference)
+    if customer is None:
+        return
+    query = (Calculation.select(Calculation.body, Factor.name, Factor.source).join(Factor)
+             .where(_in_period(customer.id, start, end))
+             .order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
+    for body, factor_name, factor_source in query.iterator():
+        calculation = jsoncodec.loads(body)
+        origin, destination = calculation["origin"], calculation["destination"]
+        breakdown = calculation["emissions"].get("breakdown") or {}
+        yield [calculation["id"], calculation["external_reference"], calculation["customer"]["reference"],
+               calculation["activity_date"], calculation["created_at"], calculation["mode"],
+               calculation["methodology"]["business_context"], calculation["methodology"]["scope3_category"],
+               origin.get("code", ""), origin.get("label", ""), origin.get("country", ""),
+               destination.get("code", ""), destination.get("label", ""), destination.get("country", ""),
+               calculation["cargo"]["value"], calculation["distance"]["value"], calculation["activity"]["value"],
+               calculation["emissions"]["value"], breakdown.get("ttw", ""), breakdown.get("wtt", ""),
+               calculation["factor"]["reference"], calculation["factor"]["version"], factor_name, factor_source]
+
+
+def as_csv(rows: Iterator[list]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        writer.writerow([format(value, "f") if isinstance(value, Decimal) else value for value in row])
+    return out.getvalue()
+
+
+def as_html(found: dict) -> str:
+    """The statement as a printable page (A4)."""
+    def number(value) -> str:
+        return "" if value is None else f"{value:,.6f}".rstrip("0").rstrip(".")
+
+    def table(headers: list[str], rows: list[list]) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def aggregate_row(name: str, totals: dict) -> list:
+        emissions = totals["emissions"]
+        return [name, totals["calculation_count"], number(totals["activity"]["value"]), number(emissions["value"]),
+                number(emissions["breakdown"]["ttw"]), number(emissions["breakdown"]["wtt"])]
+
+    period = found["period"]
+    totals = found["totals"]
+    columns = ["", "calculations", "tkm", "kgCO2e", "TTW kgCO2e", "WTT kgCO2e"]
+    customer = found["customer"]
+    return "\n".join([
+        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>Emissions statement: {html.escape(customer['name'])}</title>",
+        "<style>@page { size: A4; margin: 18mm } body { font: 10pt sans-serif } "
+        "table { border-collapse: collapse; margin: 0 0 12pt } td, th { border: 1px solid #999; padding: 2pt 6pt; "
+        "text-align: right } td:first-child, th:first-child { text-align: left }</style></head><body>",
+        f"<h1>Emissions statement: {html.escape(customer['name'])} ({html.escape(customer['reference'])})</h1>",
+        f"<p>Period: {html.escape(period['from'] or 'start')} to {html.escape(period['to'] or 'today')} "
+        f"(by activity date; {found['environment']} environment). Generated {html.escape(found['generated_at'])}.</p>",
+        "<h2>Totals</h2>", table(columns, [aggregate_row("Total", totals)]),
+        f"<p>Intensity: {number(totals['intensity']['value'])} kgCO2e/tkm</p>",
+        "<h2>By mode</h2>", table(columns, [aggregate_row(mode, t) for mode, t in found["by_mode"].items()]),
+        "<h2>By month</h2>", table(columns, [aggregate_row(m["month"], m) for m in found["by_month"]]),
+        "<h2>Factors used</h2>",
+        table(["reference", "version", "name", "source", "calculations"],
+              [[f["reference"], f["version"], f["name"], f["source"], f["calculation_count"]] for f in found["factors"]]),
+        "<h2>Method</h2>",
+        f"<p>{html.escape(found['methodology']['standard'])}, well-to-wheel (WTW). "
+        f"{html.escape(found['methodology']['description'])}</p>",
+        "".join(f"<p>Source: {html.escape(str(p['title']))}, {html.escape(str(p['publisher']))} {p['year']}.</p>"
+                for p in found["methodology"]["publications"]),
+        "</body></html>", ""])

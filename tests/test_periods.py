@@ -1,0 +1,197 @@
+"""A customer's analytics over a period of activity dates, and by month (issue 22), from the day and month
+rollups; exact, equal to the sums of the stored calculations, and covered by verify and rebuild."""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from emissions import customers
+from emissions import jsoncodec
+from emissions import migrations
+from emissions import models
+from emissions import periods
+from emissions.models import CustomerPeriodRollup
+from conftest import make_factor, post_calculation
+
+SHIPMENTS = [  # (activity_date, mode, business_context, cargo, distance)
+    ("2026-08-31", "ROAD", "upstream", "12.5", "320"),
+    ("2026-09-01", "ROAD", "upstream", "1.234567", "0.5"),
+    ("2026-09-15", "SEA", "downstream", "3333.3333", "7777.7"),
+    ("2026-09-30", "AIR", "upstream", "2.5", "1200"),
+    ("2026-10-01", "ROAD", "downstream", "7", "41.3"),
+    ("2026-10-01", "ROAD", "downstream", "0.000009", "0.5"),
+    ("2026-10-17", "SEA", "upstream", "950", "12000"),
+    ("2026-10-31", "AIR", "downstream", "1.1", "900.9"),
+    ("2026-11-02", "ROAD", "upstream", "20", "15"),
+    ("2026-11-30", "ROAD", "upstream", "3", "3"),
+    ("2027-01-05", "SEA", "upstream", "100", "100"),
+]
+FACTORS = {"ROAD": "road-default", "SEA": "sea-default", "AIR": "air-parts"}
+
+
+@pytest.fixture
+def shipped(client, acme) -> list[dict]:
+    """The shipments as calculated: the bodies parsed with exact numbers (AIR with TTW and WTT parts)."""
+    make_factor("sea-default", mode="SEA", value="0.0161")
+    make_factor("air-parts", mode="AIR", value=None, ttw_value="0.89939", wtt_value="0.13516")
+    bodies = []
+    for number, (day, mode, context, cargo, distance) in enumerate(SHIPMENTS):
+        response = post_calculation(client, acme, f"period-{number}", status=201, activity_date=day, mode=mode,
+                                    business_context=context, factor_reference=FACTORS[mode],
+                                    external_reference=f"s-{number}",
+                                    cargo={"value": float(cargo), "unit": "tonne"},
+                                    distance={"value": float(distance), "unit": "km"})
+        bodies.append(jsoncodec.loads(response.body))
+    return bodies
+
+
+def aggregate(bodies: list[dict]) -> dict:
+    parts = [body["emissions"]["breakdown"] for body in bodies if "breakdown" in body["emissions"]]
+    return {"calculation_count": len(bodies),
+            "activity": {"value": sum((b["activity"]["value"] for b in bodies), Decimal(0)), "unit": "tkm"},
+            "emissions": {"value": sum((b["emissions"]["value"] for b in bodies), Decimal(0)), "unit": "kgCO2e",
+                          "breakdown": {
+                              "ttw": sum((p["ttw"] for p in parts), Decimal(0)),
+                              "wtt": sum((p["wtt"] for p in parts), Decimal(0)),
+                              "unattributed": sum((b["emissions"]["value"] for b in bodies
+                                                   if "breakdown" not in b["emissions"]), Decimal(0))}}}
+
+
+def expected_analytics(bodies: list[dict], start: str | None, end: str | None) -> dict:
+    """The analytics of the period computed from the calculations themselves."""
+    inside = [b for b in bodies if (start is None or b["activity_date"] >= start)
+              and (end is None or b["activity_date"] <= end)]
+    dates = sorted(b["activity_date"] for b in inside)
+    return {
+        "environment": "test",
+        **aggregate(inside),
+        "by_mode": {mode: aggregate([b for b in inside if b["mode"] == mode])
+                    for mode in ("ROAD", "SEA", "AIR") if any(b["mode"] == mode for b in inside)},
+        "by_business_context": {
+            context: aggregate([b for b in inside if b["methodology"]["business_context"] == context])
+            for context in ("upstream", "downstream")
+            if any(b["methodology"]["business_context"] == context for b in inside)},
+        "first_activity_date": dates[0] if dates else None,
+        "last_activity_date": dates[-1] if dates else None,
+        "period": {"from": start, "to": end},
+        "by_month": [{"month": month, **aggregate([b for b in inside if b["activity_date"][:7] == month])}
+                     for month in sorted({b["activity_date"][:7] for b in inside})],
+    }
+
+
+def analytics(client, persona, query: str = "") -> dict:
+    response = client.get("/v1/customers/cust-1/emissions" + (f"?{query}" if query else ""),
+                          headers=persona.headers(), status=200)
+    return jsoncodec.loads(response.body)["analytics"]
+
+
+PERIODS = [
+    ("2026-10-01", "2026-10-31"),  # one whole month
+    ("2026-09-15", "2026-11-10"),  # partial, whole, partial
+    ("2026-09-02", "2026-09-29"),  # inside one month
+    ("2026-08-31", "2026-09-01"),  # across a month's end
+    ("2026-09-01", "2026-11-30"),  # whole months only
+    ("2026-10-01", None), (None, "2026-09-30"), ("2026-10-18", "2026-10-30"),  # open, and a period without data
+    ("2025-01-01", "2027-12-31"), ("2026-10-01", "2026-10-01"), ("2026-12-01", "2026-12-31"),
+]
+
+
+@pytest.mark.on_both
+def test_every_total_is_over_the_period_and_equal_to_the_calculations_sums(client, acme, shipped):
+    for start, end in PERIODS:
+        query = "&".join(f"{name}={value}" for name, value in (("from", start), ("to", end)) if value)
+        assert analytics(client, acme, query) == expected_analytics(shipped, start, end), (start, end)
+
+
+@pytest.mark.on_both
+def test_october_counts_only_october(client, acme, shipped):
+    october = analytics(client, acme, "from=2026-10-01&to=2026-10-31")
+    assert october["calculation_count"] == 4
+    assert [month["month"] for month in october["by_month"]] == ["2026-10"]
+    assert (october["first_activity_date"], october["last_activity_date"]) == ("2026-10-01", "2026-10-31")
+    assert october["period"] == {"from": "2026-10-01", "to": "2026-10-31"}
+    breakdown = october["emissions"]["breakdown"]
+    assert breakdown["ttw"] + breakdown["wtt"] + breakdown["unattributed"] == october["emissions"]["value"]
+    assert breakdown["ttw"] > 0
+
+
+@pytest.mark.on_both
+def test_the_lifetime_answer_is_todays_with_period_and_by_month_added(client, acme, shipped):
+    response = client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
+    before = customers.analytics_json(acme.org.id, "test", "cust-1")  # the answer before issue 22
+    assert before.endswith("}}")
+    assert response.text.startswith(before[:-2] + ',"period":{"from":null,"to":null},"by_month":[')
+    assert jsoncodec.loads(response.body)["analytics"] == expected_analytics(shipped, None, None)
+
+
+def test_the_period_rows_are_one_day_row_and_one_month_row_per_day_mode_and_context(client, acme, shipped):
+    rows = list(CustomerPeriodRollup.select().where(CustomerPeriodRollup.span == "month"))
+    assert sum(row.calculation_count for row in rows) == len(SHIPMENTS)
+    assert all(row.activity_date.day == 1 for row in rows)
+    october_road = CustomerPeriodRollup.get(span="day", activity_date=dt.date(2026, 10, 1), mode="ROAD")
+    assert october_road.calculation_count == 2
+
+
+@pytest.mark.on_both
+def test_verify_finds_a_drifted_period_row_and_rebuild_repairs_it(client, acme, shipped):
+    assert customers.verify().drifted == []
+    row = CustomerPeriodRollup.get(span="day", activity_date=dt.date(2026, 10, 17))
+    row.emissions_kg += Decimal("0.000001")
+    row.save()
+    CustomerPeriodRollup.delete().where(CustomerPeriodRollup.span == "month",
+                                        CustomerPeriodRollup.activity_date == dt.date(2026, 11, 1)).execute()
+    drifted = customers.verify().drifted
+    assert [drift.customer.reference for drift in drifted] == ["cust-1"]
+    rows = drifted[0].to_dict()["rows"]
+    assert [(r["span"], r["activity_date"], r["mode"]) for r in rows] == [
+        ("month", "2026-11-01", "ROAD"), ("day", "2026-10-17", "SEA")]
+    assert rows[0]["stored"] is None and rows[0]["expected"]["calculation_count"] == 2
+    assert customers.verify().calculations == len(SHIPMENTS)  # each calculation counted once
+    customers.rebuild()
+    assert customers.verify().drifted == []
+    assert analytics(client, acme, "from=2026-10-01") == expected_analytics(shipped, "2026-10-01", None)
+
+
+@pytest.mark.on_both
+def test_the_migration_builds_the_period_rows_from_stored_calculations(client, acme, shipped, database_url):
+    CustomerPeriodRollup.delete().execute()
+    database = models.db.obj
+    database.execute_sql("DROP TABLE customer_period_rollup")
+    database.execute_sql("DELETE FROM migration_history WHERE name = '0009_customer_period_rollups'")
+    assert migrations.run(database) == ["0009_customer_period_rollups"]
+    assert customers.verify().drifted == []
+    for start, end in PERIODS[:3]:
+        assert analytics(client, acme, f"from={start}&to={end}") == expected_analytics(shipped, start, end)
+
+
+@pytest.mark.parametrize("start, end, months, before, after", [
+    ("2026-10-01", "2026-10-31", ("2026-10-01", "2026-10-01"), None, None),
+    ("2026-09-15", "2026-11-10", ("2026-10-01", "2026-10-01"), ("2026-09-15", "2026-09-30"),
+     ("2026-11-01", "2026-11-10")),
+    ("2026-09-02", "2026-09-29", None, ("2026-09-02", "2026-09-29"), None),
+    ("2026-09-30", "2026-10-01", None, ("2026-09-30", "2026-10-01"), None),
+    ("2026-01-01", "2026-12-31", ("2026-01-01", "2026-12-01"), None, None),
+    ("2024-02-29", "2024-03-31", ("2024-03-01", "2024-03-01"), ("2024-02-29", "2024-02-29"), None),
+    ("0001-01-01", "9999-12-31", ("0001-01-01", "9999-12-01"), None, None),
+    ("9999-12-02", "9999-12-30", None, ("9999-12-02", "9999-12-30"), None),
+])
+def test_a_period_is_whole_months_and_the_days_around_them(start, end, months, before, after):
+    def dates(pair):
+        return periods.NO_DAYS if pair is None else tuple(dt.date.fromisoformat(day) for day in pair)
+
+    assert periods.ranges(dt.date.fromisoformat(start), dt.date.fromisoformat(end)) == (
+        dates(months), dates(before), dates(after))
+
+
+def test_the_cli_verify_names_a_drifted_period_row(client, acme, shipped, emissions):
+    CustomerPeriodRollup.delete().where(CustomerPeriodRollup.span == "day",
+                                        CustomerPeriodRollup.activity_date == dt.date(2026, 11, 30)).execute()
+    status, out, err = emissions("analytics", "verify", "--no-progress")
+    assert status == 3
+    assert ("acme/test/cust-1 ROAD/upstream day 2026-11-30: expected 1 calculations, 9 tkm, 1.12698 kgCO2e"
+            " (ttw 0, wtt 0); stored no row") in out
+    status, out, err = emissions("analytics", "rebuild", "--no-progress")
+    assert status == 0 and "1 repaired" in out
+    assert emissions("analytics", "verify", "--no-progress")[0] == 0
