@@ -65,12 +65,14 @@ def with_defaults(payload: dict) -> dict:
 def cargo_tonnes(cargo: dict) -> Decimal:
     """The cargo in tonnes, exactly: kg / 1000, or TEU x tonnes per TEU."""
     value = cargo["value"]
-    if cargo["unit"] == "kg":
-        return value.scaleb(-3)
-    if cargo["unit"] == "TEU":
-        with localcontext() as context:
-            context.prec = 100  # exact: both are bounded by the schema
-            return value * cargo["tonnes_per_teu"]
+    per_teu = cargo.get("tonnes_per_teu", Decimal(1))
+    with localcontext() as context:
+        # Wide enough for the exact product: the schema bounds both numbers' digits.
+        context.prec = 10 + len(value.as_tuple().digits) + len(per_teu.as_tuple().digits)
+        if cargo["unit"] == "kg":
+            return value.scaleb(-3)
+        if cargo["unit"] == "TEU":
+            return value * per_teu
     return value
 
 
@@ -111,7 +113,11 @@ def v1_place(place: dict) -> dict:
     """A shipment's place as the v1 Place a leg's calculation shows: code, label, country."""
     found = {name: place[name] for name in ("code", "label", "country") if name in place}
     if "code" not in found and "label" not in found:
-        found["code"] = place.get("iata") or place.get("locode") or f"{place['latitude']},{place['longitude']}"
+        code = place.get("iata") or place.get("locode")
+        if code:
+            found["code"] = code
+        else:
+            found["label"] = f"{place['latitude']:.6f},{place['longitude']:.6f}"
     return found
 
 

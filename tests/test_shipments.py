@@ -289,3 +289,57 @@ def test_hub_factors_are_governed_and_travel_by_csv(app, library):
     org = make_org("initech")
     private = make_factor("initech-warehouse", mode="HUB", value="2.5", hub_type="warehouse", organization=org)
     assert private.to_dict()["unit"] == "kgCO2e/t" and private.to_dict()["hub_type"] == "warehouse"
+
+
+def one_leg() -> dict:
+    return {"type": "leg", "mode": "ROAD", "origin": {"label": "a"}, "destination": {"label": "b"},
+            "distance": {"value": 10, "unit": "km"}}
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"elements": []}, "elements"),
+    ({"elements": [one_leg()] * 11}, "elements"),
+    ({"elements": [{"type": "hub", "hub_type": "warehouse", "factor_reference": TERMINAL}]}, "elements"),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "warehouse"}]}, "elements[1].factor_reference"),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "dock", "factor_reference": "x"}]}, "elements[1].hub_type"),
+    ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour"),
+    ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude"),
+    ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo"),
+    ({"cargo": {"value": 2, "unit": "pallet"}}, "cargo.unit"),
+])
+def test_a_body_the_schema_refuses_is_a_422_naming_the_field(client, acme, library, overrides, field):
+    answer = post(client, acme, worked_example(**overrides), status=422)
+    assert answer.json["error"]["code"] == "INVALID_REQUEST"
+    assert field in [detail["field"] for detail in answer.json["error"]["details"]], answer.json
+    assert Shipment.select().count() == 0
+
+
+def test_a_place_without_anything_to_find_it_by_names_what_it_needs(client, acme, library):
+    body = worked_example(elements=[{**one_leg(), "origin": {"country": "GB"}}])
+    details = post(client, acme, body, status=422).json["error"]["details"]
+    assert {"field": "elements[0].origin",
+            "message": "needs at least one of code, label, iata, locode or latitude"} in details
+
+
+@pytest.mark.on_both
+def test_answers_match_the_openapi_document(client, acme, library):
+    from tests.test_openapi import check_response
+
+    body = worked_example(cargo={"value": 1.25, "unit": "TEU", "tonnes_per_teu": 12.5})
+    body["elements"][1]["origin"] = {"latitude": 31.2, "longitude": 121.6}  # off Shanghai, by coordinates
+    created = post(client, acme, body, status=201)
+    check_response(created, "/shipments", "POST")
+    assert exact(created)["cargo"]["tonnes"] == Decimal("15.625")
+    assert exact(created)["elements"][1]["distance"]["method"] == "sea_route"
+    check_response(post(client, acme, body, status=200), "/shipments", "POST")
+    shipment_id = created.json["id"]
+    check_response(client.get(f"/v1/shipments/{shipment_id}", headers=acme.headers()), "/shipments/{id}", "GET")
+    check_response(client.get("/v1/shipments", headers=acme.headers()), "/shipments", "GET")
+    check_response(client.get("/v1/shipments?cursor=x", headers=acme.headers(), status=422), "/shipments", "GET")
+    leg = created.json["elements"][1]["calculation_id"]
+    check_response(client.get(f"/v1/calculations/{leg}", headers=acme.headers()), "/calculations/{id}", "GET")
+    check_response(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()),
+                   "/customers/{customerReference}/emissions", "GET")
+    body["elements"][3]["factor_reference"] = "desnz-2025-rail-freight-train"
+    check_response(post(client, acme, body, "other", status=422), "/shipments", "POST")
