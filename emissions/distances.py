@@ -85,6 +85,8 @@ def great_circle_km(origin: tuple[float, float], destination: tuple[float, float
     return Decimal(repr(kilometres)).quantize(THREE_PLACES, rounding=ROUND_HALF_EVEN)
 
 
+# A shortest-path search over the whole maritime network: kept per lane, since shippers repeat lanes.
+@lru_cache(maxsize=4096)
 def sea_route_km(origin: tuple[float, float], destination: tuple[float, float]) -> Decimal:
     """The shortest sea route in km between two (latitude, longitude) points, to the metre."""
     import searoute  # networkx and the network load on the first SEA leg
