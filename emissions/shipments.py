@@ -21,11 +21,10 @@ from . import limits
 from . import store
 from . import webhooks
 from .auth import Principal
-from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, fingerprint, round6
+from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
 from .config import DEFAULT_TEST_CAPACITY
-from .customers import find as find_customer
 from .errors import CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
-from .models import EXACT_SUM, HUB, Factor, Shipment, ShipmentHub, db, isoformat, new_id, utcnow
+from .models import EXACT_SUM, HUB, Factor, Shipment, db, isoformat, new_id, utcnow
 
 TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
 # The default factor of a leg without factor_reference (docs/methodology.md, "Default factors").
@@ -102,11 +101,53 @@ def default_factor(leg: dict, distance: Decimal) -> str:
     return DEFAULT_FACTORS[leg["mode"]]
 
 
+# --- the statements a shipment sends, written by hand as store.py's are (the query builder would
+# cost more than the rest of the request); run through store.run ---------------------------------------
+
+# What the key already made, and the customer, in one statement.
+LOOKUP = (
+    "SELECT s.id, s.fingerprint, s.body, c.id, c.reference, c.status"
+    " FROM (SELECT 1 AS one) AS base"
+    " LEFT JOIN shipment AS s ON s.organization_id = ? AND s.environment = ? AND s.idempotency_key = ?"
+    " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
+)
+FACTORS = (
+    "SELECT id, reference, version, mode, value, name, source, region, valid_from, valid_to, ttw_value,"
+    " radiative_forcing, hub_type FROM factor"
+    " WHERE status = 'active' AND (organization_id IS NULL OR organization_id = ?) AND reference IN ({})"
+)
+INSERT_SHIPMENT = (
+    "INSERT INTO shipment (id, organization_id, environment, customer_id, external_reference, idempotency_key,"
+    " fingerprint, business_context, activity_date, cargo_tonnes, element_count, activity_tkm, emissions_kg,"
+    " emissions_ttw_kg, emissions_wtt_kg, request_id, body, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_HUB = (
+    "INSERT INTO shipment_hub (shipment_id, element_index, customer_id, environment, hub_type, business_context,"
+    " activity_date, tonnes, emissions_kg, emissions_ttw_kg, emissions_wtt_kg, factor_id, factor_version,"
+    " factor_value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the key already made (id, fingerprint, body), or else the customer (id, reference, status)."""
+
+    existing: tuple | None
+    customer: tuple | None
+
+
+def _lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str) -> Found:
+    row = store.run(LOOKUP, (organization_id, environment, idempotency_key, organization_id, environment,
+                             customer_reference)).fetchone()
+    return Found(tuple(row[0:3]) if row[0] is not None else None, tuple(row[3:6]) if row[3] is not None else None)
+
+
 def _active_factors(organization_id: int, references: set[str]) -> dict[str, Factor]:
     """The active version of each reference visible to the organization (global or its own)."""
-    query = Factor.select().where(Factor.reference.in_(sorted(references)) & (Factor.status == "active")
-                                  & (Factor.organization.is_null() | (Factor.organization == organization_id)))
-    return {factor.reference: factor for factor in query}
+    ordered = sorted(references)
+    rows = store.run(FACTORS.format(", ".join("?" * len(ordered))), (organization_id, *ordered)).fetchall()
+    return {row[1]: factor_of_row(tuple(row)) for row in rows}
 
 
 def v1_place(place: dict) -> dict:
@@ -252,16 +293,12 @@ class Chain:
                       "emissions_wtt_kg": wtt}
 
 
-def _replay(existing: Shipment, payload_fingerprint: str) -> Outcome:
-    if existing.fingerprint != payload_fingerprint:
+def _replay(existing: tuple, payload_fingerprint: str) -> Outcome:
+    shipment_id, stored_fingerprint, body = existing
+    if stored_fingerprint != payload_fingerprint:
         raise IdempotencyError("This Idempotency-Key was already used with a different request body; "
                                "use a new key for a new shipment.")
-    return Outcome(existing.id, existing.body, replayed=True)
-
-
-def _by_key(organization_id: int, environment: str, idempotency_key: str) -> Shipment | None:
-    return Shipment.get_or_none((Shipment.organization == organization_id) & (Shipment.environment == environment)
-                                & (Shipment.idempotency_key == idempotency_key))
+    return Outcome(shipment_id, body, replayed=True)
 
 
 def create(principal: Principal, payload: dict, idempotency_key: str, *, request_id: str | None = None,
@@ -271,12 +308,12 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
     request_id = request_id or str(uuid.uuid4())
     payload = with_defaults(payload)
     payload_fingerprint = fingerprint(payload)
-    existing = _by_key(organization_id, environment, idempotency_key)
-    if existing is not None:
-        return _replay(existing, payload_fingerprint)
-    customer = find_customer(organization_id, environment, payload["customer_reference"])
-    if customer is None:
+    found = _lookup(organization_id, environment, idempotency_key, payload["customer_reference"])
+    if found.existing is not None:
+        return _replay(found.existing, payload_fingerprint)
+    if found.customer is None:
         raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
+    customer = store.CustomerRow(*found.customer)
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
                                "with new shipments.", code="CUSTOMER_ACCESS_DENIED")
@@ -294,7 +331,7 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
         limits.capacity_used_up(chain.created_at)
     except pw.IntegrityError:
         # A concurrent request with the same key committed first: answer as its replay.
-        existing = _by_key(organization_id, environment, idempotency_key)
+        existing = _lookup(organization_id, environment, idempotency_key, "").existing
         if existing is None:
             raise
         return _replay(existing, payload_fingerprint)
@@ -304,29 +341,27 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
 def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body: str, totals: dict,
            test_capacity: int, event) -> None:
     """The shipment, its legs (each a billable calculation), hubs, rollups and event: all or nothing."""
-    payload, customer = chain.payload, chain.customer
+    payload, customer, environment = chain.payload, chain.customer, chain.principal.environment
     period = limits.period_of(chain.created_at)
+    context, day = payload["business_context"], Shipment.activity_date.db_value(chain.activity_date)
+    exact = Shipment.cargo_tonnes.db_value
     with db.atomic():
         # First, so that a concurrent request with the same key stops here, on the unique index.
-        Shipment.insert(id=chain.shipment_id, organization=chain.principal.organization_id,
-                        environment=chain.principal.environment, customer=customer.id,
-                        external_reference=payload["external_reference"], idempotency_key=chain.key,
-                        fingerprint=payload_fingerprint, business_context=payload["business_context"],
-                        activity_date=chain.activity_date, cargo_tonnes=chain.tonnes,
-                        element_count=len(elements), request_id=chain.request_id, body=body,
-                        created_at=chain.created_at, **totals).execute()
+        store.run(INSERT_SHIPMENT, (
+            chain.shipment_id, chain.principal.organization_id, environment, customer.id,
+            payload["external_reference"], chain.key, payload_fingerprint, context, day, exact(chain.tonnes),
+            len(elements), exact(totals["activity_tkm"]), exact(totals["emissions_kg"]),
+            exact(totals["emissions_ttw_kg"]), exact(totals["emissions_wtt_kg"]), chain.request_id, body,
+            Shipment.created_at.db_value(chain.created_at)))
         for element in elements:
             if element.leg is not None:
                 store.add_calculation(element.leg, test_capacity, period)
                 continue
-            ShipmentHub.insert(shipment=chain.shipment_id, element_index=element.index, customer=customer.id,
-                               environment=chain.principal.environment, hub_type=element.hub_type,
-                               business_context=payload["business_context"], activity_date=chain.activity_date,
-                               tonnes=element.activity, emissions_kg=element.emissions,
-                               emissions_ttw_kg=element.parts[0] if element.parts else None,
-                               emissions_wtt_kg=element.parts[1] if element.parts else None,
-                               factor=element.factor.id, factor_version=element.factor.version,
-                               factor_value=element.factor.value).execute()
+            ttw, wtt = element.parts or (None, None)
+            store.run(INSERT_HUB, (
+                chain.shipment_id, element.index, customer.id, environment, element.hub_type, context, day,
+                exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
+                element.factor.version, exact(element.factor.value)))
             # A hub's rollup row is mode HUB, its activity the tonnes handled (customers.summarize).
             store.run(*store.add_to_rollup(customer.id, chain.principal.environment, HUB,
                                            payload["business_context"], element.activity, element.emissions,
