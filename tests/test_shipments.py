@@ -343,3 +343,20 @@ def test_answers_match_the_openapi_document(client, acme, library):
                    "/customers/{customerReference}/emissions", "GET")
     body["elements"][3]["factor_reference"] = "desnz-2025-rail-freight-train"
     check_response(post(client, acme, body, "other", status=422), "/shipments", "POST")
+
+
+@pytest.mark.on_both
+def test_analytics_verify_recounts_the_hubs_and_rebuild_repairs_them(client, acme, library, emissions):
+    post(client, acme, worked_example(), status=201)
+    assert emissions("analytics", "verify", "--json")[0] == 0
+    hub_row = models.CustomerRollup.get(models.CustomerRollup.mode == "HUB")
+    hub_row.emissions_kg += 1
+    hub_row.save()
+    status, out, _ = emissions("analytics", "verify", "--json")
+    assert status != 0 and '"HUB"' in out
+    assert emissions("analytics", "rebuild", "--json")[0] == 0
+    assert customers.verify().drifted == []
+    analytics = exact(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()))["analytics"]
+    assert analytics["hubs"]["emissions"]["value"] == 26
+    assert analytics["emissions"]["value"] == sum(mode["emissions"]["value"] for mode in
+                                                  analytics["by_mode"].values()) + analytics["hubs"]["emissions"]["value"]
