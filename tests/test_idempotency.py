@@ -206,15 +206,15 @@ def test_a_different_payload_under_the_same_key_in_another_org_is_not_a_conflict
 N = 16
 
 
-def wait_for_blocked_writers(count: int) -> None:
-    """Return once `count` requests wait behind the held write lock (PostgreSQL shows them)."""
+def wait_for_blocked_writers(count: int, table: str = "calculation") -> None:
+    """Return once `count` requests wait behind the held write lock on `table` (PostgreSQL shows them)."""
     if not models.is_postgres():
         time.sleep(1)  # SQLite shows no waiters; a second is plenty to reach BEGIN IMMEDIATE
         return
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         waiting = models.db.execute_sql(
-            "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'calculation'::regclass").fetchone()[0]
+            f"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{table}'::regclass").fetchone()[0]
         if waiting >= count:
             return
         time.sleep(0.02)
