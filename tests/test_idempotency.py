@@ -221,10 +221,11 @@ def wait_for_blocked_writers(count: int, table: str = "calculation") -> None:
     raise AssertionError(f"only {waiting} of {count} requests reached the insert")
 
 
-def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool = False) -> list:
+def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool = False,
+         table: str = "calculation") -> list:
     """Send every request at once from its own thread; return the responses in order.
 
-    With hold_writes, the test holds the calculation table's write lock until every request has
+    With hold_writes, the test holds `table`'s write lock until every request has
     looked its key up and waits to insert: all of them then take the path where the unique key
     decides, not the lookup.
     """
@@ -243,11 +244,11 @@ def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool
                for index, request in enumerate(requests_to_send)]
     with models.db.atomic() if hold_writes else contextlib.nullcontext():
         if hold_writes and models.is_postgres():
-            models.db.execute_sql("LOCK TABLE calculation IN EXCLUSIVE MODE")  # reads pass, inserts wait
+            models.db.execute_sql(f"LOCK TABLE {table} IN EXCLUSIVE MODE")  # reads pass, inserts wait
         for thread in threads:
             thread.start()
         if hold_writes:
-            wait_for_blocked_writers(len(threads))
+            wait_for_blocked_writers(len(threads), table)
     for thread in threads:
         thread.join()
     assert all(isinstance(response, requests.Response) for response in responses), responses

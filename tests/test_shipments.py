@@ -1,18 +1,15 @@
 """POST /v1/shipments, GET /v1/shipments[/{id}]: transport chains of legs and hubs (docs/api.md, "Shipments")."""
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
-import requests
 
 from emissions import customers, factors, jsoncodec, models
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
 from tests.conftest import LiveServer, make_factor, make_org
-from tests.test_idempotency import wait_for_blocked_writers
+from tests.test_idempotency import race
 
 SIX = Decimal("0.000001")
 TERMINAL = "felixstowe-container-terminal"
@@ -174,28 +171,11 @@ RACERS = 8
 @pytest.mark.on_both
 @pytest.mark.parametrize("hold_writes", [False, True], ids=["free", "all-past-the-lookup"])
 def test_concurrent_requests_with_one_key_create_one_shipment(app, acme, library, hold_writes):
-    """With hold_writes, the test holds the shipment table's write lock until every request has looked
-    its key up: all of them then reach the insert, where the unique key picks the one winner."""
-    barrier = threading.Barrier(RACERS)
-    answers: list = []
-
-    def send():
-        with requests.Session() as session:
-            barrier.wait()
-            answers.append(session.post(f"{server.url}/v1/shipments", json=worked_example(),
-                                        headers=acme.headers("race"), timeout=60))
-
+    """With hold_writes, every request gets past the lookup first: the unique key picks the one winner."""
+    headers = {**acme.headers("race"), "Content-Type": "application/json"}
     with LiveServer(app, threads=RACERS) as server:
-        threads = [threading.Thread(target=send) for _ in range(RACERS)]
-        with models.db.atomic() if hold_writes else contextlib.nullcontext():
-            if hold_writes and models.is_postgres():
-                models.db.execute_sql("LOCK TABLE shipment IN EXCLUSIVE MODE")  # reads pass, inserts wait
-            for thread in threads:
-                thread.start()
-            if hold_writes:
-                wait_for_blocked_writers(RACERS, "shipment")
-        for thread in threads:
-            thread.join()
+        answers = race(f"{server.url}/v1/shipments", [(headers, json.dumps(worked_example()).encode())] * RACERS,
+                       hold_writes, table="shipment")
     assert sorted(answer.status_code for answer in answers) == [200] * (RACERS - 1) + [201]
     assert len({answer.text for answer in answers}) == 1
     assert Shipment.select().count() == 1 and Calculation.select().count() == 3
