@@ -21,6 +21,7 @@ from . import outages
 from . import parameters
 from . import periods
 from . import schemas
+from . import shipments
 from . import statements
 from . import store
 from . import workspace
@@ -317,6 +318,39 @@ def get_calculation(principal: auth.Principal, calculation_id: str) -> Reply:
     return Reply(body)
 
 
+# --- shipments (issue 23) ---
+
+def create_shipment(principal: auth.Principal) -> Reply:
+    if bottle.request.environ.get("emissions.idempotency_keys", 1) > 1:  # counted by server.CountingParser
+        raise InvalidRequest("Send one Idempotency-Key header, not several.")
+    body = parse_json_object(read_body())
+    key = idempotency_key()
+    outcome = shipments.create(principal, validate("ShipmentRequest", body), key, request_id=_request_id(),
+                               test_capacity=bottle.request.app.settings.test_capacity)
+    return Reply(outcome.body, 200 if outcome.replayed else 201,
+                 {"Idempotent-Replayed": "true" if outcome.replayed else "false"})
+
+
+def get_shipment(principal: auth.Principal, shipment_id: str) -> Reply:
+    if not UUID_PATTERN.match(shipment_id):
+        raise NotFound("No shipment with this id exists.")
+    return Reply(shipments.get(principal, shipment_id))
+
+
+def list_shipments(principal: auth.Principal) -> Reply:
+    query = bottle.request.query
+    limit, cursor = query.get("limit", "20"), query.get("cursor")
+    if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= shipments.LIST_LIMIT):
+        raise InvalidRequest("The limit must be a whole number from 1 to 100.", status=422,
+                             details=[{"field": "limit", "message": "must be a whole number from 1 to 100"}])
+    if cursor is not None and not UUID_PATTERN.match(cursor):
+        raise InvalidRequest("The cursor is not one this listing gave.", status=422,
+                             details=[{"field": "cursor", "message": "is not one this listing gave"}])
+    return Reply(shipments.listing(principal, int(limit), cursor))
+
+# --- end shipments ---
+
+
 def get_customer(principal: auth.Principal, reference: str) -> Reply:
     return Reply(customer_or_404(principal, reference).to_dict())
 
@@ -379,6 +413,10 @@ def _routes(app: Service) -> None:
     app.route("/v1/calculations", "GET", list_calculations,
               scopes_any=("emissions:read", "emissions:calculate"), query=LISTING)
     app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
+              scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
+    app.route("/v1/shipments", "POST", create_shipment, scopes_all=("emissions:calculate",), query=parameters.NONE)
+    app.route("/v1/shipments", "GET", list_shipments, scopes_any=("emissions:read", "emissions:calculate"))
+    app.route("/v1/shipments/<shipment_id>", "GET", get_shipment,
               scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
               scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)

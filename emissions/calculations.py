@@ -103,14 +103,16 @@ def with_defaults(payload: dict) -> dict:
 
 
 @lru_cache(maxsize=1024)
-def _factor(row: tuple) -> Factor:
-    """The active factor version of a lookup row. Kept by the columns themselves (the lookup checks
-    the status every time), so a kept one cannot differ from its row."""
+def factor_of_row(row: tuple) -> Factor:
+    """The active factor version of a lookup row (a 13th column, where given, is a shipment's hub_type).
+    Kept by the columns themselves (the lookup checks the status every time), so a kept one cannot
+    differ from its row."""
     return Factor(id=row[0], reference=row[1], version=row[2], mode=row[3], value=Factor.value.python_value(row[4]),
                   name=row[5], source=row[6], region=row[7], valid_from=Factor.valid_from.python_value(row[8]),
                   valid_to=Factor.valid_to.python_value(row[9]), status="active",
                   ttw_value=Factor.ttw_value.python_value(row[10]),
-                  radiative_forcing=Factor.radiative_forcing.python_value(row[11]))
+                  radiative_forcing=Factor.radiative_forcing.python_value(row[11]),
+                  hub_type=row[12] if len(row) > 12 else None)
 
 
 def _replay(existing, payload_fingerprint: str) -> Outcome:
@@ -151,7 +153,7 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
     if factor_row is None:
         raise NotFound("No active governed factor with this factor_reference is available.",
                        code="FACTOR_NOT_FOUND")
-    factor = _factor(factor_row)
+    factor = factor_of_row(factor_row)
     activity_date = dt.date.fromisoformat(payload["activity_date"])
     reason = factor.applies_to(payload["mode"], activity_date)
     if reason is not None:

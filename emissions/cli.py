@@ -397,7 +397,8 @@ def cmd_factor_create(args, config):
         factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
                                 region=args.region, valid_from=parse_date(args.valid_from),
                                 valid_to=parse_date(args.valid_to), organization=org, draft=args.draft,
-                                ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing)
+                                ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing,
+                                hub_type=args.hub_type)
         record_factor("factor.created", factor, {"mode": factor.mode, "value": factor.value,
                                                  "ttw": factor.ttw_value, "wtt": factor.wtt_value,
                                                  "status": factor.status, "source": factor.source})
@@ -912,7 +913,9 @@ def build_parser() -> argparse.ArgumentParser:
     facts = group("factor", "governed emission factors")
     sub = command(facts, "create", cmd_factor_create, "create a factor version")
     sub.add_argument("--reference", required=True)
-    sub.add_argument("--mode", required=True, choices=list(models.MODES))
+    sub.add_argument("--mode", required=True, choices=[*models.MODES, models.HUB])
+    sub.add_argument("--hub-type", choices=models.HUB_TYPES, help="HUB only (shipments): the hub type; "
+                     "a HUB factor's figures are kgCO2e per tonne handled")
     sub.add_argument("--value", help="kgCO2e per tonne-km, well-to-wheel (or --ttw and --wtt)")
     sub.add_argument("--ttw", help="tank-to-wheel part, kgCO2e per tonne-km (with --wtt; the value is their sum)")
     sub.add_argument("--wtt", help="well-to-tank part, kgCO2e per tonne-km (with --ttw)")

@@ -20,7 +20,8 @@ from . import periods
 from . import schemas
 from . import store
 from .csvimport import ImportRejected, RowProblem, read_records
-from .models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres
+from .models import (EXACT_SUM, HUB, Calculation, Customer, CustomerRollup, Organization, ShipmentHub, customer_view, db,
+                     is_postgres)
 
 STATUSES = ("active", "suspended", "archived")
 MAX_NAME = 200
@@ -245,6 +246,10 @@ def summarize(environment: str, rows) -> dict:
     for row in rows:
         for bucket in (by_mode.setdefault(row.mode, [0, ZERO, ZERO, ZERO, ZERO]),
                        by_context.setdefault(row.business_context, [0, ZERO, ZERO, ZERO, ZERO]), total):
+            if row.mode == HUB and bucket is not by_mode[HUB]:  # shipments: hubs add only their emissions
+                bucket[2:] = [EXACT.add(bucket[2], row.emissions_kg), EXACT.add(bucket[3], row.emissions_ttw_kg),
+                              EXACT.add(bucket[4], row.emissions_wtt_kg)]
+                continue
             bucket[0] += row.calculation_count
             bucket[1] = EXACT.add(bucket[1], row.activity_tkm)
             bucket[2] = EXACT.add(bucket[2], row.emissions_kg)
@@ -257,12 +262,21 @@ def summarize(environment: str, rows) -> dict:
         "calculation_count": total[0],
         "activity": {"value": total[1], "unit": "tkm"},
         "emissions": _emissions(*total[2:]),
-        "by_mode": {mode: _aggregate(*by_mode[mode]) for mode in ("ROAD", "SEA", "AIR") if mode in by_mode},
+        "by_mode": {mode: _aggregate(*by_mode[mode]) for mode in ("ROAD", "SEA", "AIR", "RAIL") if mode in by_mode},
         "by_business_context": {context: _aggregate(*by_context[context])
                                 for context in ("upstream", "downstream") if context in by_context},
         "first_activity_date": first.isoformat() if first else None,
         "last_activity_date": last.isoformat() if last else None,
+        **_hubs(by_mode.get(HUB)),
     }
+
+
+def _hubs(bucket: list | None) -> dict:
+    """Shipments: the `hubs` block (present when the customer's shipments have hubs); activity in tonnes handled."""
+    if bucket is None:
+        return {}
+    return {"hubs": {"count": bucket[0], "activity": {"value": bucket[1], "unit": "tonne"},
+                     "emissions": _emissions(*bucket[2:])}}
 
 
 # --- verify and rebuild ------------------------------------------------------------------------
@@ -408,7 +422,17 @@ def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict
             periods.add_expected(expected, environment, mode, context, day, activity, emissions, ttw, wtt)
         if progress:
             progress(len(batch))
+    _add_hubs(customer_id, expected)
     return expected
+
+
+def _add_hubs(customer_id: int, expected: dict) -> None:
+    """Shipments: the customer's hub elements, as the HUB rollup rows (activity: tonnes handled)."""
+    for hub in ShipmentHub.select().where(ShipmentHub.customer == customer_id):
+        totals = expected.setdefault((hub.environment, HUB, hub.business_context), Totals())
+        totals.add(hub.tonnes, hub.emissions_kg, hub.activity_date, hub.emissions_ttw_kg, hub.emissions_wtt_kg)
+        periods.add_expected(expected, hub.environment, HUB, hub.business_context, hub.activity_date, hub.tonnes,
+                             hub.emissions_kg, hub.emissions_ttw_kg, hub.emissions_wtt_kg)
 
 
 def stored_rollups(customer_id: int) -> dict:
@@ -428,7 +452,9 @@ def _snapshot():
 
 
 def _counted(expected: dict) -> int:
-    return sum(totals.calculation_count for key, totals in expected.items() if not periods.is_period_key(key))
+    """The calculations counted; hubs are written with their shipment's legs, so these count them too."""
+    return sum(totals.calculation_count for key, totals in expected.items()
+               if not periods.is_period_key(key) and key[1] != HUB)
 
 
 def _check(organization_id: int | None, environment: str | None, progress: Progress | None,

@@ -19,7 +19,7 @@ import peewee as pw
 from . import audit
 from . import csvfile
 from .csvimport import ImportRejected, RowProblem, read_records
-from .models import EXACT_SUM, MODES, Factor, Organization, db
+from .models import EXACT_SUM, HUB, HUB_TYPES, MODES, Factor, Organization, db
 
 LIBRARY_PATH = Path(__file__).with_name("data") / "desnz-2025-freight.json"
 STATUSES = ("draft", "active", "superseded", "retired")
@@ -64,6 +64,7 @@ class Spec:
     publication_publisher: str | None = None
     publication_year: int | None = None
     publication_licence: str | None = None
+    hub_type: str | None = None  # a HUB factor's (shipments)
 
     def row(self) -> dict:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -85,8 +86,14 @@ def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=
     With ttw and wtt, value may be left out (it is their exact sum) or must equal the sum.
     """
     found: list[tuple[str, str]] = []
-    if mode not in MODES:
-        found.append(("mode", f"must be one of {', '.join(MODES)}"))
+    if mode not in MODES and mode != HUB:
+        found.append(("mode", f"must be one of {', '.join(MODES)} or {HUB}"))
+    # shipments: a HUB factor (kgCO2e per tonne handled) names its hub type; no other factor has one
+    hub_type = provenance.get("hub_type")
+    if mode == HUB and hub_type not in HUB_TYPES:
+        found.append(("hub_type", f"must be one of {', '.join(HUB_TYPES)} for a {HUB} factor"))
+    elif mode != HUB and hub_type is not None:
+        found.append(("hub_type", f"applies to {HUB} factors only"))
     if not reference or len(reference) > 120 or reference != reference.strip():
         found.append(("reference", "must be 1 to 120 characters, without spaces around it"))
     texts = {"name": name, "source": source, "region": region, **provenance}
@@ -146,6 +153,8 @@ def _owner_problem(spec: Spec, previous: Factor | None, organization: Organizati
         return f"{spec.reference} already belongs to {owner}"
     if previous.mode != spec.mode:
         return f"{spec.reference} is a {previous.mode} factor; use a new reference"
+    if previous.hub_type != spec.hub_type:  # shipments
+        return f"{spec.reference} is a {previous.hub_type} hub factor; use a new reference"
     return None
 
 
@@ -324,7 +333,7 @@ def _load(specs: dict[str, Spec]) -> LibraryLoad:
 
 CSV_COLUMNS = ("reference", "mode", "name", "source", "region", "valid_from", "valid_to", "value", "ttw", "wtt",
                "ttw_id", "wtt_id", "radiative_forcing", "publication_title", "publication_publisher",
-               "publication_year", "publication_licence")
+               "publication_year", "publication_licence", "hub_type")
 REQUIRED_CSV_COLUMNS = ("reference", "mode", "name", "source")
 BOOLEANS = {"true": True, "yes": True, "false": False, "no": False}
 
@@ -339,7 +348,7 @@ def _cells_to_spec(cells: dict) -> tuple[Spec | None, list[tuple[str, str]]]:
             found.append((name, "must be a date (YYYY-MM-DD)"))
     provenance: dict = {name: cells.get(name) or None
                         for name in ("ttw_id", "wtt_id", "publication_title", "publication_publisher",
-                                     "publication_licence")}
+                                     "publication_licence", "hub_type")}
     year = cells.get("publication_year")
     if year:
         if not (year.isascii() and year.isdigit()):

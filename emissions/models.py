@@ -23,7 +23,11 @@ db = pw.DatabaseProxy()
 
 ENVIRONMENTS = ("test", "live")
 SCOPES = ("emissions:calculate", "emissions:read", "customers:read", "customer-analytics:read")
-MODES = ("ROAD", "SEA", "AIR")
+MODES = ("ROAD", "SEA", "AIR", "RAIL")  # a factor's transport modes; the v1 calculation takes ROAD, SEA, AIR
+# --- shipments (issue 23): a hub factor's mode, its hub types and its unit ---
+HUB = "HUB"
+HUB_TYPES = ("transshipment", "storage_and_transshipment", "warehouse", "liquid_bulk_terminal", "container_terminal")
+# --- end shipments ---
 
 # Exact decimals: NUMERIC on PostgreSQL; TEXT on SQLite, whose NUMERIC affinity would turn
 # "0.1" into a binary float.
@@ -310,9 +314,15 @@ class Factor(BaseModel):
     publication_publisher = pw.CharField(max_length=200, null=True)
     publication_year = pw.IntegerField(null=True)
     publication_licence = pw.CharField(max_length=100, null=True)
+    hub_type = pw.CharField(max_length=32, null=True)  # shipments (migration 0010): a HUB factor's hub type
 
     class Meta:
         indexes = ((("reference", "version"), True),)
+
+    @property
+    def unit(self) -> str:
+        """kgCO2e per tonne handled for a hub factor, per tonne-km for the others."""
+        return "kgCO2e/t" if self.mode == HUB else "kgCO2e/tkm"
 
     def applies_to(self, mode: str, activity_date: dt.date) -> str | None:
         """None when the factor applies, else the reason it does not."""
@@ -333,10 +343,11 @@ class Factor(BaseModel):
             "source": self.source,
             "region": self.region,
             "mode": self.mode,
-            "unit": "kgCO2e/tkm",
+            "unit": self.unit,
             "valid_from": self.valid_from.isoformat() if self.valid_from else None,
             "valid_to": self.valid_to.isoformat() if self.valid_to else None,
             "radiative_forcing": self.radiative_forcing,
+            **({"hub_type": self.hub_type} if self.mode == HUB else {}),
         }
 
     @property
@@ -365,7 +376,8 @@ class Factor(BaseModel):
             "source_row": self.source_row,
             "radiative_forcing": self.radiative_forcing,
             "publication": self.publication,
-            "unit": "kgCO2e/tkm",
+            "unit": self.unit,
+            **({"hub_type": self.hub_type} if self.mode == HUB else {}),
             "name": self.name,
             "source": self.source,
             "region": self.region,
@@ -632,8 +644,62 @@ class AuditEvent(BaseModel):
         }
 
 
+# --- shipments (migration 0010) ---------------------------------------------------------
+
+class Shipment(BaseModel):
+    """A transport chain; `body` is the exact JSON the API returned. Its legs are calculations."""
+
+    id = pw.CharField(primary_key=True, max_length=36)
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
+    environment = pw.CharField(max_length=4)
+    customer = pw.ForeignKeyField(Customer, backref="shipments", on_delete="CASCADE")
+    external_reference = pw.CharField(max_length=120)
+    idempotency_key = pw.CharField(max_length=200)
+    fingerprint = pw.CharField(max_length=64)
+    business_context = pw.CharField(max_length=12)
+    activity_date = pw.DateField()
+    cargo_tonnes = ExactDecimalField()
+    element_count = pw.IntegerField()
+    activity_tkm = ExactDecimalField()
+    emissions_kg = ExactDecimalField()
+    emissions_ttw_kg = ExactDecimalField()
+    emissions_wtt_kg = ExactDecimalField()
+    request_id = pw.CharField(max_length=36)
+    body = pw.TextField()
+    created_at = TimestampField(default=utcnow)
+
+    class Meta:
+        indexes = ((("organization", "environment", "idempotency_key"), True),
+                   (("organization", "environment", "created_at", "id"), False))
+
+
+class ShipmentHub(BaseModel):
+    """A shipment's hub element: what the customer analytics' `hubs` block counts."""
+
+    shipment = pw.ForeignKeyField(Shipment, backref="hubs", on_delete="CASCADE", index=False)
+    element_index = pw.IntegerField()
+    customer = pw.ForeignKeyField(Customer, on_delete="CASCADE")
+    environment = pw.CharField(max_length=4)
+    hub_type = pw.CharField(max_length=32)
+    business_context = pw.CharField(max_length=12)
+    activity_date = pw.DateField()
+    tonnes = ExactDecimalField()
+    emissions_kg = ExactDecimalField()
+    emissions_ttw_kg = ExactDecimalField(null=True)
+    emissions_wtt_kg = ExactDecimalField(null=True)
+    factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT", index=False)
+    factor_version = pw.IntegerField()
+    factor_value = ExactDecimalField()
+
+    class Meta:
+        table_name = "shipment_hub"
+        indexes = ((("shipment", "element_index"), True),)
+
+# --- end shipments -------------------------------------------------------------------------------
+
+
 ALL_MODELS = [
     InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup, CustomerPeriodRollup,
     UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent, WorkspaceSession,
-    WorkspaceFlash,
+    WorkspaceFlash, Shipment, ShipmentHub,
 ]

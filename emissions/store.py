@@ -167,6 +167,13 @@ def write_calculation(calculation: NewCalculation, test_capacity: int, period: s
     Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
     IntegrityError when a calculation with the same idempotency key was committed first.
     """
+    with db.atomic():
+        add_calculation(calculation, test_capacity, period)
+        insert_event(event)
+
+
+def add_calculation(calculation: NewCalculation, test_capacity: int, period: str) -> None:
+    """write_calculation() without its event and transaction: a shipment writes its legs so (call inside one)."""
     c = calculation
     row = (c.id, c.organization_id, c.environment, c.customer_id, c.external_reference, c.idempotency_key,
            c.fingerprint, c.mode, c.business_context, Calculation.activity_date.db_value(c.activity_date),
@@ -176,18 +183,16 @@ def write_calculation(calculation: NewCalculation, test_capacity: int, period: s
            Calculation.emissions_ttw_kg.db_value(c.emissions_ttw_kg),
            Calculation.emissions_wtt_kg.db_value(c.emissions_wtt_kg))
     parts = None if c.emissions_ttw_kg is None else (c.emissions_ttw_kg, c.emissions_wtt_kg)
-    with db.atomic():
-        run(INSERT_CALCULATION, row)
-        # Counted after the insert: a concurrent request with the same key fails on the unique
-        # key above and becomes a replay, which capacity never blocks.
-        if run(*consume(c.organization_id, c.environment, test_capacity, period)).rowcount != 1:
-            raise CapacityUsedUp()
-        run(*add_to_rollup(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm,
-                           c.emissions_kg, c.activity_date, parts))
-        # Its activity day's and month's rows too (issue 22: analytics by period).
-        run(*periods.add_to_period_rollups(c.customer_id, c.environment, c.mode, c.business_context,
-                                           c.activity_tkm, c.emissions_kg, c.activity_date, parts))
-        insert_event(event)
+    run(INSERT_CALCULATION, row)
+    # Counted after the insert: a concurrent request with the same key fails on the unique
+    # key above and becomes a replay, which capacity never blocks.
+    if run(*consume(c.organization_id, c.environment, test_capacity, period)).rowcount != 1:
+        raise CapacityUsedUp()
+    run(*add_to_rollup(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm,
+                       c.emissions_kg, c.activity_date, parts))
+    # Its activity day's and month's rows too (analytics by period).
+    run(*periods.add_to_period_rollups(c.customer_id, c.environment, c.mode, c.business_context,
+                                       c.activity_tkm, c.emissions_kg, c.activity_date, parts))
 
 
 # --- usage: one statement per billable calculation -----------------------------------------------

@@ -4,7 +4,7 @@
 
 The default path is ../shared/factors/desnz-2025-freight.csv beside the repository. Run it when
 the shared file changes and commit the result: the package never reads the shared file itself.
-It keeps every row that has both parts (TTW and WTT) and whose family maps to a v1 mode, names
+It keeps every row that has both parts (TTW and WTT) and whose family maps to a mode, names
 each with the reference scheme of docs/factors.md, and stops on a label it cannot name.
 """
 from __future__ import annotations
@@ -33,7 +33,8 @@ PUBLICATION = {
 SOURCE = "DESNZ, Greenhouse gas reporting: conversion factors 2025 (OGL v3.0)"
 VALID_FROM = "2025-01-01"
 
-# family (the file's level_2) -> (mode, reference stem); Rail waits for a RAIL mode.
+# family (the file's level_2) -> (mode, reference stem). RAIL is for shipments' legs: the v1
+# calculation keeps ROAD, SEA and AIR.
 FAMILIES = {
     "Vans": ("ROAD", "road-van"),
     "HGV (all diesel)": ("ROAD", "road-hgv-diesel"),
@@ -41,6 +42,7 @@ FAMILIES = {
     "Cargo ship": ("SEA", "sea"),
     "Sea tanker": ("SEA", "sea"),
     "Freight flights": ("AIR", "air-freight"),
+    "Rail": ("RAIL", "rail"),
 }
 VAN_CLASSES = {"Class I (up to 1.305 tonnes)": "class-1", "Class II (1.305 to 1.74 tonnes)": "class-2",
                "Class III (1.74 to 3.5 tonnes)": "class-3", "Average (up to 3.5 tonnes)": "average"}
@@ -77,6 +79,8 @@ def name_row(row: dict) -> tuple[str, str, str, bool | None]:
         size = HGV_SIZES[level_3]
         parts = [stem] + ([size] if size else []) + [HGV_LOADS[level_4]]
         return "desnz-2025-" + "-".join(parts), mode, "GB", None
+    if mode == "RAIL":
+        return f"desnz-2025-{stem}-{slug(level_3)}", mode, "GB", None
     if mode == "SEA":
         return f"desnz-2025-{stem}-{slug(level_3)}-{slug(level_4)}", mode, "GLOBAL", None
     route, region = FLIGHTS[level_3]
@@ -85,14 +89,14 @@ def name_row(row: dict) -> tuple[str, str, str, bool | None]:
 
 
 def build(path: Path) -> dict:
-    factors, skipped = [], {"no value": 0, "no v1 mode": 0}
+    factors, skipped = [], {"no value": 0, "no mode": 0}
     with path.open(newline="", encoding="utf-8") as stream:
         for row in csv.DictReader(stream):
             if not (row["ttw_kgco2e"] and row["wtt_kgco2e"]):
                 skipped["no value"] += 1
                 continue
             if row["level_2"] not in FAMILIES:
-                skipped["no v1 mode"] += 1
+                skipped["no mode"] += 1
                 continue
             if row["unit"] != "tonne.km":
                 raise ValueError(f"row {row['ttw_id']}: unit {row['unit']!r}, expected tonne.km")

@@ -129,7 +129,7 @@ def test_a_thousand_factor_csv_imports_every_row_once(run, tmp_path, client, acm
 @pytest.mark.parametrize("rows, problems", [
     (["v,ROAD,Van,s,,,,0.1,"], [(2, "wtt", "must be given together with ttw")]),
     (["v,ROAD,Van,s,,,,,"], [(2, "value", "is required (or ttw and wtt)")]),
-    (["v,RAIL,Van,s,,,,0.1,0.1"], [(2, "mode", "must be one of ROAD, SEA, AIR")]),
+    (["v,SHIP,Van,s,,,,0.1,0.1"], [(2, "mode", "must be one of ROAD, SEA, AIR, RAIL or HUB")]),
     (["v,ROAD,Van,s,,2026-13-01,,0.1,0.1"], [(2, "valid_from", "must be a date (YYYY-MM-DD)")]),
     (["v,ROAD,Van,s,,2026-02-01,2026-01-01,0.1,0.1"], [(2, "valid_to", "must not be before valid_from")]),
     (["v,ROAD,,s,,,,0.1,0.1"], [(2, "name", "must be 1 to 200 characters")]),
@@ -195,7 +195,7 @@ def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, 
     factors.load_library()
     exported = tmp_path / "library.csv"
     assert ok("factor", "export", "--output", exported) == {
-        "exported": 127 + 1, "organization": None, "file": str(exported)}  # and road-default
+        "exported": 128 + 1, "organization": None, "file": str(exported)}  # and road-default
     with exported.open(newline="", encoding="utf-8") as stream:
         rows = list(csv.DictReader(stream))
     assert tuple(rows[0]) == factors.CSV_COLUMNS
@@ -207,7 +207,7 @@ def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, 
     # Into another organization under new references: the same figures and provenance, version 1.
     renamed = exported.read_text(encoding="utf-8").replace("desnz-2025-", "copy-").replace("road-default", "copy-rd")
     outcome = ok("factor", "import", write(tmp_path, renamed, "copy.csv"), "--org", "acme")
-    assert outcome["created"] == 128
+    assert outcome["created"] == 129
     status, out, _ = run("factor", "export", "--org", "acme")
     assert status == 0 and sorted(out.splitlines()) == sorted(renamed.splitlines())
 

@@ -211,7 +211,8 @@ class BlockedWriters:
     """Counts the requests that wait behind the write lock this test holds: on SQLite, those that
     sent their BEGIN (each waits there, its lookup done), on PostgreSQL those pg_locks shows."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, table: str = "calculation"):
+        self.table = table
         self.holder = threading.current_thread()
         self.began = threading.Semaphore(0)
         record_statements(monkeypatch, self.note)
@@ -228,17 +229,18 @@ class BlockedWriters:
             return
         for _ in range(1500):
             waiting = models.db.execute_sql(
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'calculation'::regclass").fetchone()[0]
+                f"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{self.table}'::regclass").fetchone()[0]
             if waiting >= count:
                 return
             time.sleep(0.02)
         raise AssertionError(f"only {waiting} of {count} requests reached the insert")
 
 
-def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool = False) -> list:
+def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool = False,
+         table: str = "calculation") -> list:
     """Send every request at once from its own thread; return the responses in order.
 
-    With hold_writes, the test holds the calculation table's write lock until every request has
+    With hold_writes, the test holds `table`'s write lock until every request has
     looked its key up and waits to insert: all of them then take the path where the unique key
     decides, not the lookup.
     """
@@ -258,13 +260,13 @@ def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool
     with pytest.MonkeyPatch.context() as monkeypatch:
         if hold_writes:
             # The key's use is noted now: a racing request that wrote it would wait on the held lock before its lookup.
-            noted = requests.get(url.removesuffix(URL) + "/v1/customers/cust-1", timeout=30,
+            noted = requests.get(url.split("/v1/")[0] + "/v1/customers/cust-1", timeout=30,
                                  headers={"Authorization": requests_to_send[0][0]["Authorization"]})
             assert noted.status_code == 200, noted.text
-            blocked = BlockedWriters(monkeypatch)
+            blocked = BlockedWriters(monkeypatch, table)
         with models.db.atomic() if hold_writes else contextlib.nullcontext():
             if hold_writes and models.is_postgres():
-                models.db.execute_sql("LOCK TABLE calculation IN EXCLUSIVE MODE")  # reads pass, inserts wait
+                models.db.execute_sql(f"LOCK TABLE {table} IN EXCLUSIVE MODE")  # reads pass, inserts wait
             for thread in threads:
                 thread.start()
             if hold_writes:

@@ -229,6 +229,16 @@ def test_the_pyz_runs_quickstart_and_serve_with_nothing_else_installed(pyz, bare
         read = requests.get(f"{serve.announced['url']}/v1/calculations/{response.json()['id']}",
                             headers={"Authorization": f"Bearer {key}"}, timeout=30)
         assert read.status_code == 200 and read.json() == response.json()
+        # The airport and port data and the sea network travel in the file: a shipment measures its legs.
+        legs = [{"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA"}, "destination": {"locode": "GBFXT"}},
+                {"type": "leg", "mode": "AIR", "origin": {"iata": "PVG"}, "destination": {"iata": "MAN"}}]
+        shipment = requests.post(f"{serve.announced['url']}/v1/shipments", timeout=60, json={
+            "customer_reference": response.json()["customer"]["reference"], "external_reference": "pyz",
+            "activity_date": "2026-03-01", "cargo": {"value": 1, "unit": "tonne"}, "elements": legs},
+            headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "pyz-shipment"})
+        assert shipment.status_code == 201, shipment.text
+        assert [element["distance"]["method"] for element in shipment.json()["elements"]] == [
+            "sea_route", "great_circle"]
 
 
 def test_the_pyz_reaches_postgresql_with_its_own_driver(pyz, bare_python, tmp_path):

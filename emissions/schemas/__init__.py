@@ -111,7 +111,11 @@ TYPE_NAMES = {"object": "an object", "number": "a number", "string": "a string",
 
 
 def _field(path) -> str:
-    return ".".join(str(part) for part in path)
+    """`elements[1].origin.iata`: members joined by dots, array indexes in brackets."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
 
 
 def _explain(error: jsonschema.ValidationError) -> list[dict]:
@@ -126,8 +130,9 @@ def _explain(error: jsonschema.ValidationError) -> list[dict]:
         extra = sorted(name for name in error.instance if name not in allowed)
         return [{"field": _field([*error.absolute_path, name]), "message": "is not an accepted field"}
                 for name in extra]
-    if keyword == "anyOf" and where.endswith(("origin", "destination")):
-        return [{"field": where, "message": "needs at least one of code or label"}]
+    if keyword == "anyOf" and where.endswith(("origin", "destination", "location")):
+        names = [option["required"][0] for option in value]
+        return [{"field": where, "message": "needs at least one of " + ", ".join(names[:-1]) + " or " + names[-1]}]
     messages = {
         "type": lambda: "must be " + " or ".join(TYPE_NAMES[name] for name in ([value] if isinstance(value, str) else value)),
         "enum": lambda: "must be one of " + ", ".join(map(str, value)),

@@ -28,7 +28,7 @@
 % end
 <div class="shell">
 <nav class="sidebar" aria-label="Workspace">
-% for href, key, label in (("/workspace", "overview", "Overview"), ("/workspace/calculations", "calculations", "Calculations"), ("/workspace/customers", "customers", "Customers"), ("/workspace/webhooks", "webhooks", "Webhooks"), ("/workspace/keys", "keys", "API keys"), ("/workspace/team", "team", "Team"), ("/workspace/audit", "audit", "Audit")):
+% for href, key, label in (("/workspace", "overview", "Overview"), ("/workspace/calculations", "calculations", "Calculations"), ("/workspace/shipments", "shipments", "Shipments"), ("/workspace/customers", "customers", "Customers"), ("/workspace/webhooks", "webhooks", "Webhooks"), ("/workspace/keys", "keys", "API keys"), ("/workspace/team", "team", "Team"), ("/workspace/audit", "audit", "Audit")):
   <a href="{{href}}"{{!' aria-current="page"' if active == key else ''}}>{{label}}</a>
 % end
 </nav>

@@ -27,8 +27,9 @@ from .. import jsoncodec
 from .. import keys
 from .. import outages
 from .. import webhooks
-from ..models import Customer, MODES, SCOPES, WebhookEvent, WorkspaceFlash, db, utcnow
+from ..models import Customer, MODES, SCOPES, Shipment, WebhookEvent, WorkspaceFlash, db, utcnow
 from . import accounts
+from . import chain
 from . import chart
 from . import insights
 from .accounts import HashingBusy, Session, WorkspaceError
@@ -526,6 +527,32 @@ class Workspace:
                       pretty=pretty_json(jsoncodec.loads(row.body)), events=events,
                       attempts=insights.attempts_of(events), **self.chrome(session, "calculations"))
 
+    # Shipments (issue 23): the list and one chain, drawn.
+
+    @signed_in
+    def shipments_page(self, session: Session):
+        rows = (Shipment.select(Shipment.body).where((Shipment.organization == session.organization.id)
+                                                     & (Shipment.environment == session.environment))
+                .order_by(Shipment.created_at.desc(), Shipment.id.desc()).limit(100))
+        return render("shipments", title="Shipments", shipments=[jsoncodec.loads(row.body) for row in rows],
+                      **self.chrome(session, "shipments"))
+
+    @signed_in
+    def shipment_page(self, session: Session, shipment_id: str):
+        found = None
+        if re.fullmatch(r"[0-9a-f-]{36}", shipment_id):
+            found = (Shipment.select(Shipment.body).where(
+                (Shipment.id == shipment_id) & (Shipment.organization == session.organization.id)
+                & (Shipment.environment == session.environment)).first())
+        if found is None:
+            return render("error", 404, title="No such shipment",
+                          message="No shipment with this id exists in this environment.",
+                          request_id=_request_id(), **self.chrome(session, "shipments"))
+        body = jsoncodec.loads(found.body)
+        return render("shipment", title="Shipment", shipment=body, svg=chain.chain_svg(body),
+                      bars=chain.element_bars(body), place_name=chain.place_name,
+                      pretty=pretty_json(body), **self.chrome(session, "shipments"))
+
     # Customers.
 
     @signed_in
@@ -847,6 +874,8 @@ def routes(app, secret: bytes) -> Workspace:
     route("/workspace/calculations", "GET", workspace.calculations_page)
     route("/workspace/calculations.csv", "GET", workspace.calculations_csv)
     route("/workspace/calculations/<calculation_id>", "GET", workspace.calculation_page)
+    route("/workspace/shipments", "GET", workspace.shipments_page)
+    route("/workspace/shipments/<shipment_id>", "GET", workspace.shipment_page)
     route("/workspace/customers", "GET", workspace.customers_page)
     route("/workspace/customers", "POST", workspace.add_customer)
     route("/workspace/customers/<reference:path>/change", "POST", workspace.change_customer)

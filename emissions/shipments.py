@@ -1,0 +1,416 @@
+"""Shipments: a transport chain of legs and hubs, counted as ISO 14083 counts it (docs/api.md, "Shipments").
+
+Each leg is a calculation (tonnes x km x governed factor, rounded as a calculation is) whose body
+names its shipment; each hub is tonnes handled x a HUB factor. The chain's totals are the exact sums
+of its elements. The shipment, its legs, hubs, rollups, usage and one `shipment.succeeded` event
+commit in one transaction, or nothing does.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+
+import peewee as pw
+
+from . import distances
+from . import factors
+from . import jsoncodec
+from . import limits
+from . import periods
+from . import store
+from . import webhooks
+from .auth import Principal
+from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
+from .config import DEFAULT_TEST_CAPACITY
+from .errors import CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
+from .models import EXACT_SUM, HUB, Factor, Shipment, db, isoformat, new_id, utcnow
+
+TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
+# The default factor of a leg without factor_reference (docs/methodology.md, "Default factors").
+DEFAULT_FACTORS = {
+    "ROAD": "desnz-2025-road-hgv-diesel-average-laden",
+    "RAIL": "desnz-2025-rail-freight-train",
+    "SEA": "desnz-2025-sea-container-ship-average",
+}
+# DESNZ's haul bands for freight flights: within the UK, to or from the UK under or over 3,700 km,
+# and between two places outside the UK (the long-haul values, published as "International").
+SHORT_HAUL_LIMIT_KM = Decimal(3700)
+LIST_LIMIT = 100
+
+
+@dataclass
+class Element:
+    """One element, worked out: its view for the answer and what its rows need."""
+
+    index: int
+    view: dict
+    factor: Factor
+    activity: Decimal  # tkm for a leg, tonnes for a hub
+    emissions: Decimal
+    parts: tuple[Decimal, Decimal] | None
+    leg: store.NewCalculation | None = None
+    hub_type: str | None = None
+
+
+def with_defaults(payload: dict) -> dict:
+    """The validated body with documented defaults applied (the material payload)."""
+    cargo = payload["cargo"]
+    if cargo["unit"] == "TEU":
+        cargo = {**cargo, "tonnes_per_teu": cargo.get("tonnes_per_teu", TONNES_PER_TEU)}
+    return {**payload, "business_context": payload.get("business_context", "upstream"), "cargo": cargo}
+
+
+def cargo_tonnes(cargo: dict) -> Decimal:
+    """The cargo in tonnes, exactly: kg / 1000, or TEU x tonnes per TEU."""
+    value = cargo["value"]
+    per_teu = cargo.get("tonnes_per_teu", Decimal(1))
+    with localcontext() as context:
+        # Wide enough for the exact product: the schema bounds both numbers' digits.
+        context.prec = 10 + len(value.as_tuple().digits) + len(per_teu.as_tuple().digits)
+        if cargo["unit"] == "kg":
+            return value.scaleb(-3)
+        if cargo["unit"] == "TEU":
+            return value * per_teu
+    return value
+
+
+def air_band(leg: dict, distance: Decimal) -> str:
+    """The DESNZ haul band of an AIR leg: domestic, short-haul, long-haul or international."""
+    countries = [_country(leg[end]) for end in ("origin", "destination")]
+    if countries == ["GB", "GB"]:
+        return "domestic"
+    if "GB" in countries:
+        return "short-haul" if distance < SHORT_HAUL_LIMIT_KM else "long-haul"
+    return "international"
+
+
+def _country(place: dict) -> str | None:
+    if "country" in place:
+        return place["country"].upper()
+    if "iata" in place:
+        found = distances._airports().get(place["iata"].upper())
+        return found["country"] if found else None
+    return None
+
+
+def default_factor(leg: dict, distance: Decimal) -> str:
+    """The reference of the documented default factor for a leg's mode (AIR by DESNZ haul band)."""
+    if leg["mode"] == "AIR":
+        return f"desnz-2025-air-freight-{air_band(leg, distance)}"
+    return DEFAULT_FACTORS[leg["mode"]]
+
+
+# --- the statements a shipment sends, written by hand as store.py's are (the query builder would
+# cost more than the rest of the request); run through store.run ---------------------------------------
+
+# What the key already made, and the customer, in one statement.
+LOOKUP = (
+    "SELECT s.id, s.fingerprint, s.body, c.id, c.reference, c.status"
+    " FROM (SELECT 1 AS one) AS base"
+    " LEFT JOIN shipment AS s ON s.organization_id = ? AND s.environment = ? AND s.idempotency_key = ?"
+    " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
+)
+FACTORS = (
+    "SELECT id, reference, version, mode, value, name, source, region, valid_from, valid_to, ttw_value,"
+    " radiative_forcing, hub_type FROM factor"
+    " WHERE status = 'active' AND (organization_id IS NULL OR organization_id = ?) AND reference IN ({})"
+)
+INSERT_SHIPMENT = (
+    "INSERT INTO shipment (id, organization_id, environment, customer_id, external_reference, idempotency_key,"
+    " fingerprint, business_context, activity_date, cargo_tonnes, element_count, activity_tkm, emissions_kg,"
+    " emissions_ttw_kg, emissions_wtt_kg, request_id, body, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_HUB = (
+    "INSERT INTO shipment_hub (shipment_id, element_index, customer_id, environment, hub_type, business_context,"
+    " activity_date, tonnes, emissions_kg, emissions_ttw_kg, emissions_wtt_kg, factor_id, factor_version,"
+    " factor_value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the key already made (id, fingerprint, body), or else the customer (id, reference, status)."""
+
+    existing: tuple | None
+    customer: tuple | None
+
+
+def _lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str) -> Found:
+    row = store.run(LOOKUP, (organization_id, environment, idempotency_key, organization_id, environment,
+                             customer_reference)).fetchone()
+    return Found(tuple(row[0:3]) if row[0] is not None else None, tuple(row[3:6]) if row[3] is not None else None)
+
+
+def _active_factors(organization_id: int, references: set[str]) -> dict[str, Factor]:
+    """The active version of each reference visible to the organization (global or its own)."""
+    ordered = sorted(references)
+    rows = store.run(FACTORS.format(", ".join("?" * len(ordered))), (organization_id, *ordered)).fetchall()
+    return {row[1]: factor_of_row(tuple(row)) for row in rows}
+
+
+def v1_place(place: dict) -> dict:
+    """A shipment's place as the v1 Place a leg's calculation shows: code, label, country."""
+    found = {name: place[name] for name in ("code", "label", "country") if name in place}
+    if "code" not in found and "label" not in found:
+        code = place.get("iata") or place.get("locode")
+        if code:
+            found["code"] = code
+        else:
+            found["label"] = f"{place['latitude']:.6f},{place['longitude']:.6f}"
+    return found
+
+
+def _failure(index: int, message: str) -> CalculationFailed:
+    return CalculationFailed(f"Element {index} cannot be calculated: {message}.",
+                             details=[{"field": f"elements[{index}]", "message": message}])
+
+
+def _refuse_zero(index: int, activity: Decimal, emissions: Decimal) -> None:
+    if activity == 0 or emissions == 0:
+        what = "activity" if activity == 0 else "emissions"
+        raise InvalidRequest(f"The request body is invalid: element {index}'s {what} rounds to 0.", status=422,
+                             details=[{"field": f"elements[{index}]", "message": f"its {what} rounds to 0"}])
+
+
+def _emissions(emissions: Decimal, parts: tuple[Decimal, Decimal] | None) -> dict:
+    found = {"value": emissions, "unit": "kgCO2e"}
+    if parts:
+        found["breakdown"] = {"ttw": parts[0], "wtt": parts[1]}
+    return found
+
+
+class Chain:
+    """A validated request being worked out, element by element."""
+
+    def __init__(self, principal: Principal, payload: dict, idempotency_key: str, request_id: str,
+                 customer, shipment_id: str, created_at: dt.datetime):
+        self.principal, self.payload, self.key, self.request_id = principal, payload, idempotency_key, request_id
+        self.customer, self.shipment_id, self.created_at = customer, shipment_id, created_at
+        self.tonnes = cargo_tonnes(payload["cargo"])
+        self.activity_date = dt.date.fromisoformat(payload["activity_date"])
+
+    def elements(self) -> list[Element]:
+        """Every element worked out, or the error of the first that cannot be."""
+        elements = self.payload["elements"]
+        found_distances = {index: distances.leg_distance(element, f"elements[{index}]")
+                           for index, element in enumerate(elements) if element["type"] == "leg"}
+        references = {index: element.get("factor_reference") or default_factor(element, found_distances[index].value)
+                      for index, element in enumerate(elements)}
+        active = _active_factors(self.principal.organization_id, set(references.values()))
+        worked = []
+        for index, element in enumerate(elements):
+            factor = active.get(references[index])
+            if factor is None:
+                raise NotFound(f"No active governed factor {references[index]} is available for element {index}.",
+                               code="FACTOR_NOT_FOUND", details=[{"field": f"elements[{index}].factor_reference",
+                                                                   "message": "names no active factor"}])
+            if element["type"] == "leg":
+                worked.append(self._leg(index, element, found_distances[index], factor,
+                                        "factor_reference" not in element))
+            else:
+                worked.append(self._hub(index, element, factor))
+        return worked
+
+    def _leg(self, index: int, leg: dict, distance: distances.Distance, factor: Factor, by_default: bool) -> Element:
+        reason = factor.applies_to(leg["mode"], self.activity_date)
+        if reason is not None:
+            raise _failure(index, reason)
+        activity, emissions = compute(self.tonnes, distance.value, factor.value)
+        _refuse_zero(index, activity, emissions)
+        parts = factors.breakdown(activity, emissions, factor.ttw_value)
+        calculation_id = new_id()
+        leg_payload = {"external_reference": self.payload["external_reference"],
+                       "customer_reference": self.payload["customer_reference"], "mode": leg["mode"],
+                       "activity_date": self.payload["activity_date"], "origin": v1_place(leg["origin"]),
+                       "destination": v1_place(leg["destination"]), "cargo": {"value": self.tonnes, "unit": "tonne"},
+                       "distance": {"value": distance.value, "unit": "km"}, "factor_reference": factor.reference,
+                       "business_context": self.payload["business_context"]}
+        environment = self.principal.environment
+        body = calculation_view(calculation_id, environment, leg_payload, self.customer.reference, activity,
+                                emissions, factor, self.created_at, parts)
+        body["shipment"] = {"id": self.shipment_id, "element_index": index}
+        row = store.NewCalculation(
+            calculation_id, self.principal.organization_id, environment, self.customer.id,
+            self.payload["external_reference"], f"shipment/{self.shipment_id}/{index}", fingerprint(leg_payload),
+            leg["mode"], self.payload["business_context"], self.activity_date, self.tonnes, distance.value,
+            activity, emissions, factor.id, factor.version, factor.value, self.request_id, jsoncodec.dumps(body),
+            self.created_at, *(parts or (None, None)))
+        view = {"index": index, "type": "leg", "mode": leg["mode"], "origin": leg["origin"],
+                "destination": leg["destination"], "distance": distance.to_dict(),
+                "activity": {"value": activity, "unit": "tkm"}, "emissions": _emissions(emissions, parts),
+                "factor": factor.lineage(), "factor_default": by_default, "calculation_id": calculation_id}
+        return Element(index, view, factor, activity, emissions, parts, leg=row)
+
+    def _hub(self, index: int, hub: dict, factor: Factor) -> Element:
+        reason = factor.applies_to(HUB, self.activity_date)
+        if reason is None and factor.hub_type != hub["hub_type"]:
+            reason = f"factor {factor.reference} is for hub type {factor.hub_type}, not {hub['hub_type']}"
+        if reason is not None:
+            raise _failure(index, reason)
+        # A hub's activity is the tonnes handled: compute() with a distance of 1 rounds as a leg does.
+        tonnes, emissions = compute(self.tonnes, Decimal(1), factor.value)
+        _refuse_zero(index, tonnes, emissions)
+        parts = factors.breakdown(tonnes, emissions, factor.ttw_value)
+        view = {"index": index, "type": "hub", "hub_type": hub["hub_type"],
+                **({"location": hub["location"]} if "location" in hub else {}),
+                "activity": {"value": tonnes, "unit": "tonne"}, "emissions": _emissions(emissions, parts),
+                "factor": factor.lineage(), "factor_default": False}
+        return Element(index, view, factor, tonnes, emissions, parts, hub_type=hub["hub_type"])
+
+    def view(self, elements: list[Element]) -> tuple[dict, dict]:
+        """(the Shipment the API answers, its totals as numbers for the row)."""
+        activity = sum((element.activity for element in elements if element.leg), Decimal(0))
+        emissions = sum((element.emissions for element in elements), Decimal(0))
+        ttw = sum((element.parts[0] for element in elements if element.parts), Decimal(0))
+        wtt = sum((element.parts[1] for element in elements if element.parts), Decimal(0))
+        with localcontext(EXACT_SUM):
+            unattributed = emissions - ttw - wtt
+        with localcontext() as context:
+            context.prec = 100
+            intensity = round6(emissions / activity)
+        payload, cargo = self.payload, self.payload["cargo"]
+        context = payload["business_context"]
+        body = {
+            "id": self.shipment_id,
+            "external_reference": payload["external_reference"],
+            "status": "succeeded",
+            "environment": self.principal.environment,
+            "customer": {"reference": self.customer.reference},
+            "activity_date": payload["activity_date"],
+            "cargo": {**cargo, "tonnes": self.tonnes},
+            "elements": [element.view for element in elements],
+            "totals": {"activity": {"value": activity, "unit": "tkm"},
+                       "emissions": {"value": emissions, "unit": "kgCO2e",
+                                     "breakdown": {"ttw": ttw, "wtt": wtt, "unattributed": unattributed}},
+                       "intensity": {"value": intensity, "unit": "kgCO2e/tkm"}},
+            "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": context,
+                            "scope3_category": SCOPE3_CATEGORY[context]},
+            "created_at": isoformat(self.created_at),
+        }
+        return body, {"activity_tkm": activity, "emissions_kg": emissions, "emissions_ttw_kg": ttw,
+                      "emissions_wtt_kg": wtt}
+
+
+def _replay(existing: tuple, payload_fingerprint: str) -> Outcome:
+    shipment_id, stored_fingerprint, body = existing
+    if stored_fingerprint != payload_fingerprint:
+        raise IdempotencyError("This Idempotency-Key was already used with a different request body; "
+                               "use a new key for a new shipment.")
+    return Outcome(shipment_id, body, replayed=True)
+
+
+def create(principal: Principal, payload: dict, idempotency_key: str, *, request_id: str | None = None,
+           test_capacity: int = DEFAULT_TEST_CAPACITY) -> Outcome:
+    """Create a shipment for a validated payload, or replay the one its idempotency key made."""
+    organization_id, environment = principal.organization_id, principal.environment
+    request_id = request_id or str(uuid.uuid4())
+    payload = with_defaults(payload)
+    payload_fingerprint = fingerprint(payload)
+    found = _lookup(organization_id, environment, idempotency_key, payload["customer_reference"])
+    if found.existing is not None:
+        return _replay(found.existing, payload_fingerprint)
+    if found.customer is None:
+        raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
+    customer = store.CustomerRow(*found.customer)
+    if customer.status != "active":
+        raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
+                               "with new shipments.", code="CUSTOMER_ACCESS_DENIED")
+    chain = Chain(principal, payload, idempotency_key, request_id, customer, new_id(), utcnow())
+    try:
+        elements = chain.elements()
+    except CalculationFailed as error:
+        _fail(principal, payload, request_id, error)
+    body, totals = chain.view(elements)
+    body_text = jsoncodec.dumps(body)
+    event = webhooks.new_event(organization_id, environment, "shipment.succeeded", body_text, chain.created_at)
+    try:
+        _write(chain, elements, payload_fingerprint, body_text, totals, test_capacity, event)
+    except store.CapacityUsedUp:
+        limits.capacity_used_up(chain.created_at)
+    except pw.IntegrityError:
+        # A concurrent request with the same key committed first: answer as its replay.
+        existing = _lookup(organization_id, environment, idempotency_key, "").existing
+        if existing is None:
+            raise
+        return _replay(existing, payload_fingerprint)
+    return Outcome(chain.shipment_id, body_text, replayed=False)
+
+
+def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body: str, totals: dict,
+           test_capacity: int, event) -> None:
+    """The shipment, its legs (each a billable calculation), hubs, rollups and event: all or nothing."""
+    payload, customer, environment = chain.payload, chain.customer, chain.principal.environment
+    period = limits.period_of(chain.created_at)
+    context, day = payload["business_context"], Shipment.activity_date.db_value(chain.activity_date)
+    exact = Shipment.cargo_tonnes.db_value
+    with db.atomic():
+        # First, so that a concurrent request with the same key stops here, on the unique index.
+        store.run(INSERT_SHIPMENT, (
+            chain.shipment_id, chain.principal.organization_id, environment, customer.id,
+            payload["external_reference"], chain.key, payload_fingerprint, context, day, exact(chain.tonnes),
+            len(elements), exact(totals["activity_tkm"]), exact(totals["emissions_kg"]),
+            exact(totals["emissions_ttw_kg"]), exact(totals["emissions_wtt_kg"]), chain.request_id, body,
+            Shipment.created_at.db_value(chain.created_at)))
+        for element in elements:
+            if element.leg is not None:
+                store.add_calculation(element.leg, test_capacity, period)
+                continue
+            ttw, wtt = element.parts or (None, None)
+            store.run(INSERT_HUB, (
+                chain.shipment_id, element.index, customer.id, environment, element.hub_type, context, day,
+                exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
+                element.factor.version, exact(element.factor.value)))
+            # A hub's rollup row is mode HUB, its activity the tonnes handled (customers.summarize).
+            store.run(*store.add_to_rollup(customer.id, chain.principal.environment, HUB,
+                                           payload["business_context"], element.activity, element.emissions,
+                                           chain.activity_date, element.parts))
+            store.run(*periods.add_to_period_rollups(customer.id, chain.principal.environment, HUB,
+                                                     payload["business_context"], element.activity, element.emissions,
+                                                     chain.activity_date, element.parts))
+        store.insert_event(event)
+
+
+def _fail(principal: Principal, payload: dict, request_id: str, error: CalculationFailed):
+    """Commit a shipment.failed event for this outcome, then raise the error."""
+    data = jsoncodec.dumps({
+        "external_reference": payload["external_reference"],
+        "customer": {"reference": payload["customer_reference"]},
+        "error": {"code": error.code, "message": error.message, "request_id": request_id,
+                  "details": error.details},
+    })
+    with db.atomic():
+        store.insert_event(webhooks.new_event(principal.organization_id, principal.environment,
+                                              "shipment.failed", data))
+    raise error
+
+
+def get(principal: Principal, shipment_id: str) -> str:
+    """The stored body of a shipment of the principal's organization and environment, or a tenant-safe 404."""
+    found = (Shipment.select(Shipment.body)
+             .where((Shipment.id == shipment_id) & (Shipment.organization == principal.organization_id)
+                    & (Shipment.environment == principal.environment)).first())
+    if found is None:
+        raise NotFound("No shipment with this id exists.")
+    return found.body
+
+
+def listing(principal: Principal, limit: int = 20, cursor: str | None = None) -> str:
+    """A page of the principal's shipments, newest first, as the JSON the API answers."""
+    query = (Shipment.select(Shipment.id, Shipment.body, Shipment.created_at)
+             .where((Shipment.organization == principal.organization_id)
+                    & (Shipment.environment == principal.environment)))
+    if cursor is not None:
+        after = Shipment.get_or_none((Shipment.id == cursor) & (Shipment.organization == principal.organization_id)
+                                     & (Shipment.environment == principal.environment))
+        if after is None:
+            raise InvalidRequest("The cursor names no shipment of this listing.", status=422,
+                                 details=[{"field": "cursor", "message": "names no shipment of this listing"}])
+        query = query.where((Shipment.created_at < after.created_at)
+                            | ((Shipment.created_at == after.created_at) & (Shipment.id < after.id)))
+    rows = list(query.order_by(Shipment.created_at.desc(), Shipment.id.desc()).limit(limit + 1))
+    page = rows[:limit]
+    next_cursor = page[-1].id if len(rows) > limit else None
+    return jsoncodec.dumps({"data": [jsoncodec.Raw(row.body) for row in page], "next_cursor": next_cursor})

@@ -1,0 +1,359 @@
+"""POST /v1/shipments, GET /v1/shipments[/{id}]: transport chains of legs and hubs (docs/api.md, "Shipments")."""
+from __future__ import annotations
+
+import json
+from decimal import ROUND_HALF_EVEN, Decimal
+
+import pytest
+
+from emissions import customers, factors, jsoncodec, models
+from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
+from tests.conftest import LiveServer, make_factor, make_org
+from tests.test_idempotency import race
+
+SIX = Decimal("0.000001")
+TERMINAL = "felixstowe-container-terminal"
+
+
+def exact(response) -> dict:
+    return jsoncodec.loads(response.body)
+
+
+def r6(value: Decimal) -> Decimal:
+    return value.quantize(SIX, rounding=ROUND_HALF_EVEN)
+
+
+@pytest.fixture
+def library(app):
+    factors.load_library()
+    make_factor(TERMINAL, mode="HUB", value=None, ttw_value="0.95", wtt_value="0.35", name="Container terminal",
+                hub_type="container_terminal")
+
+
+def worked_example(**overrides) -> dict:
+    """Shanghai to a warehouse in Manchester: truck, ship to Felixstowe, terminal, truck."""
+    body = {
+        "customer_reference": "cust-1",
+        "external_reference": "PO-4711",
+        "activity_date": "2026-03-01",
+        "cargo": {"value": 2, "unit": "TEU"},
+        "elements": [
+            {"type": "leg", "mode": "ROAD", "origin": {"label": "Factory, Songjiang", "country": "CN"},
+             "destination": {"locode": "CNSHA"}, "distance": {"value": 48.5, "unit": "km"}},
+            {"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA"}, "destination": {"locode": "GBFXT"}},
+            {"type": "hub", "hub_type": "container_terminal", "location": {"locode": "GBFXT"},
+             "factor_reference": TERMINAL},
+            {"type": "leg", "mode": "ROAD", "origin": {"locode": "GBFXT"},
+             "destination": {"label": "Warehouse, Trafford Park", "country": "GB"},
+             "distance": {"value": 372.4, "unit": "km"}},
+        ],
+    }
+    body.update(overrides)
+    return body
+
+
+def post(client, persona, body, key="ship-1", status="*"):
+    return client.post_json("/v1/shipments", body, headers=persona.headers(key), status=status)
+
+
+@pytest.mark.on_both
+def test_the_worked_example_adds_up_exactly(client, acme, library):
+    response = post(client, acme, worked_example(), status=201)
+    assert response.headers["Idempotent-Replayed"] == "false"
+    body = exact(response)
+    tonnes = Decimal(20)  # 2 TEU at the default 10 t per TEU
+    assert body["cargo"] == {"value": 2, "unit": "TEU", "tonnes_per_teu": 10, "tonnes": tonnes}
+    road = models.Factor.get(reference="desnz-2025-road-hgv-diesel-average-laden", status="active")
+    sea = models.Factor.get(reference="desnz-2025-sea-container-ship-average", status="active")
+    terminal = models.Factor.get(reference=TERMINAL)
+    elements = body["elements"]
+    assert [element["index"] for element in elements] == [0, 1, 2, 3]
+    assert [element["factor"]["reference"] for element in elements] == [road.reference, sea.reference, TERMINAL,
+                                                                         road.reference]
+    assert [element["factor_default"] for element in elements] == [True, True, False, True]
+
+    sea_leg = elements[1]["distance"]
+    assert sea_leg["method"] == "sea_route" and sea_leg["unit"] == "km"
+    assert sea_leg["value"] == r6(sea_leg["adjustment"]["unadjusted"] * Decimal("1.15")).quantize(Decimal("0.001"))
+    assert 18000 < sea_leg["adjustment"]["unadjusted"] < 21000  # Shanghai to Felixstowe through Suez
+    assert elements[0]["distance"] == {"value": Decimal("48.5"), "unit": "km", "method": "given"}
+
+    distances = [Decimal("48.5"), sea_leg["value"], None, Decimal("372.4")]
+    leg_factors = [road, sea, None, road]
+    for element, distance, factor in zip(elements, distances, leg_factors):
+        if factor is None:
+            continue
+        activity = r6(tonnes * distance)
+        emissions = r6(activity * factor.value)
+        ttw = r6(activity * factor.ttw_value)
+        assert element["activity"] == {"value": activity, "unit": "tkm"}
+        assert element["emissions"] == {"value": emissions, "unit": "kgCO2e",
+                                        "breakdown": {"ttw": ttw, "wtt": emissions - ttw}}
+    hub = elements[2]
+    assert hub["activity"] == {"value": tonnes, "unit": "tonne"}
+    assert hub["emissions"] == {"value": r6(tonnes * terminal.value), "unit": "kgCO2e",
+                                "breakdown": {"ttw": r6(tonnes * Decimal("0.95")),
+                                              "wtt": r6(tonnes * terminal.value) - r6(tonnes * Decimal("0.95"))}}
+    assert hub["factor"]["unit"] == "kgCO2e/t" and hub["factor"]["hub_type"] == "container_terminal"
+
+    totals = body["totals"]
+    total = sum(element["emissions"]["value"] for element in elements)
+    assert totals["emissions"]["value"] == total
+    assert totals["emissions"]["breakdown"] == {
+        "ttw": sum(element["emissions"]["breakdown"]["ttw"] for element in elements),
+        "wtt": sum(element["emissions"]["breakdown"]["wtt"] for element in elements), "unattributed": 0}
+    assert totals["activity"] == {"value": sum(e["activity"]["value"] for e in elements if e["type"] == "leg"),
+                                  "unit": "tkm"}
+    assert totals["intensity"] == {"value": r6(total / totals["activity"]["value"]), "unit": "kgCO2e/tkm"}
+
+    # Each leg is a calculation naming its shipment; GET reads the same body.
+    for element in elements:
+        if element["type"] == "leg":
+            calculation = exact(client.get(f"/v1/calculations/{element['calculation_id']}", headers=acme.headers()))
+            assert calculation["shipment"] == {"id": body["id"], "element_index": element["index"]}
+            assert calculation["emissions"] == element["emissions"]
+    assert client.get(f"/v1/shipments/{body['id']}", headers=acme.headers()).body == response.body
+
+
+@pytest.mark.on_both
+def test_one_transaction_stores_legs_hubs_rollups_usage_and_one_event(client, acme, library):
+    body = exact(post(client, acme, worked_example(), status=201))
+    assert Calculation.select().count() == 3 and ShipmentHub.select().count() == 1
+    assert UsageCounter.get().count == 3  # each leg is billable
+    events = list(WebhookEvent.select())
+    assert [event.type for event in events] == ["shipment.succeeded"]
+    assert jsoncodec.loads(events[0].payload)["data"] == body
+
+    analytics = exact(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()))["analytics"]
+    road, sea = analytics["by_mode"]["ROAD"], analytics["by_mode"]["SEA"]
+    hubs = analytics["hubs"]
+    assert (road["calculation_count"], sea["calculation_count"], hubs["count"]) == (2, 1, 1)
+    assert hubs["activity"] == {"value": 20, "unit": "tonne"}
+    assert analytics["calculation_count"] == 3
+    assert analytics["emissions"]["value"] == (road["emissions"]["value"] + sea["emissions"]["value"]
+                                               + hubs["emissions"]["value"]) == body["totals"]["emissions"]["value"]
+    assert analytics["activity"]["value"] == body["totals"]["activity"]["value"]
+    assert customers.verify().drifted == []
+
+
+@pytest.mark.on_both
+def test_a_rail_leg_and_an_air_leg_take_their_default_factors(client, acme, library):
+    body = worked_example(cargo={"value": 1500, "unit": "kg"}, elements=[
+        {"type": "leg", "mode": "AIR", "origin": {"iata": "PVG"}, "destination": {"iata": "MAN"}},
+        {"type": "leg", "mode": "RAIL", "origin": {"label": "Manchester"}, "destination": {"label": "Leeds"},
+         "distance": {"value": 70, "unit": "km"}}])
+    answer = exact(post(client, acme, body, status=201))
+    air, rail = answer["elements"]
+    assert answer["cargo"]["tonnes"] == Decimal("1.5")
+    assert air["distance"]["method"] == "great_circle" and "adjustment" not in air["distance"]
+    assert 9100 < air["distance"]["value"] < 9300
+    assert air["factor"]["reference"] == "desnz-2025-air-freight-long-haul"  # to the UK, over 3,700 km
+    assert rail["factor"]["reference"] == "desnz-2025-rail-freight-train"
+    assert rail["activity"]["value"] == 105
+    analytics = exact(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()))["analytics"]
+    assert list(analytics["by_mode"]) == ["AIR", "RAIL"] and "hubs" not in analytics
+
+
+@pytest.mark.on_both
+def test_replay_answers_the_original_and_a_different_payload_is_409(client, acme, library):
+    first = post(client, acme, worked_example(), status=201)
+    again = post(client, acme, json.loads(json.dumps(worked_example())), status=200)
+    assert again.headers["Idempotent-Replayed"] == "true" and again.body == first.body
+    conflict = post(client, acme, worked_example(external_reference="PO-other"), status=409)
+    assert conflict.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert Shipment.select().count() == 1 and Calculation.select().count() == 3
+    assert UsageCounter.get().count == 3
+
+
+RACERS = 8
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("hold_writes", [False, True], ids=["free", "all-past-the-lookup"])
+def test_concurrent_requests_with_one_key_create_one_shipment(app, acme, library, hold_writes):
+    """With hold_writes, every request gets past the lookup first: the unique key picks the one winner."""
+    headers = {**acme.headers("race"), "Content-Type": "application/json"}
+    with LiveServer(app, threads=RACERS) as server:
+        answers = race(f"{server.url}/v1/shipments", [(headers, json.dumps(worked_example()).encode())] * RACERS,
+                       hold_writes, table="shipment")
+    assert sorted(answer.status_code for answer in answers) == [200] * (RACERS - 1) + [201]
+    assert len({answer.text for answer in answers}) == 1
+    assert Shipment.select().count() == 1 and Calculation.select().count() == 3
+    assert WebhookEvent.select().count() == 1 and UsageCounter.get().count == 3
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("index, place, field", [
+    (1, {"locode": "ZZZZZ"}, "elements[1].origin.locode"),
+    (1, {"locode": "CNSHA"}, None),
+])
+def test_an_unknown_code_is_a_422_naming_the_field(client, acme, library, index, place, field):
+    body = worked_example()
+    body["elements"][index]["origin"] = place
+    if field is None:  # the control: a known code is accepted
+        post(client, acme, body, status=201)
+        return
+    answer = post(client, acme, body, status=422)
+    assert answer.json["error"]["code"] == "INVALID_REQUEST"
+    assert [detail["field"] for detail in answer.json["error"]["details"]] == [field]
+
+
+@pytest.mark.on_both
+def test_an_unknown_airport_is_a_422_naming_the_field(client, acme, library):
+    body = worked_example(elements=[{"type": "leg", "mode": "AIR", "origin": {"iata": "PVG"},
+                                     "destination": {"iata": "QQQ"}}])
+    answer = post(client, acme, body, status=422)
+    assert answer.json["error"]["details"] == [{"field": "elements[0].destination.iata",
+                                                "message": "is not an IATA airport code the service knows ('QQQ')"}]
+    assert Shipment.select().count() == 0
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("element, field", [
+    ({"type": "leg", "mode": "ROAD", "origin": {"label": "a"}, "destination": {"label": "b"}}, "elements[0].distance"),
+    ({"type": "leg", "mode": "SHIP", "origin": {"label": "a"}, "destination": {"label": "b"}}, "elements[0].mode"),
+    ({"type": "leg", "mode": "AIR", "origin": {"iata": "PVGX"}, "destination": {"iata": "MAN"}},
+     "elements[0].origin.iata"),
+])
+def test_a_leg_the_service_cannot_measure_is_a_422_naming_the_field(client, acme, library, element, field):
+    answer = post(client, acme, worked_example(elements=[element]), status=422)
+    assert field in [detail["field"] for detail in answer.json["error"]["details"]]
+
+
+@pytest.mark.on_both
+def test_a_factor_of_another_mode_fails_the_shipment_naming_the_element(client, acme, library):
+    body = worked_example()
+    body["elements"][3]["factor_reference"] = "desnz-2025-rail-freight-train"
+    answer = post(client, acme, body, status=422)
+    assert answer.json["error"]["code"] == "CALCULATION_FAILED"
+    assert answer.json["error"]["details"] == [{"field": "elements[3]", "message":
+                                                "factor desnz-2025-rail-freight-train is for mode RAIL, not ROAD"}]
+    body["elements"][3].pop("factor_reference")
+    body["elements"][2]["factor_reference"] = "desnz-2025-rail-freight-train"
+    assert post(client, acme, body, "ship-2", status=422).json["error"]["details"][0]["field"] == "elements[2]"
+    events = [json.loads(event.payload) for event in WebhookEvent.select()]
+    assert [event["type"] for event in events] == ["shipment.failed", "shipment.failed"]
+    assert events[0]["data"]["error"]["code"] == "CALCULATION_FAILED"
+    assert Shipment.select().count() == Calculation.select().count() == 0
+
+
+@pytest.mark.on_both
+def test_a_hub_factor_of_another_hub_type_fails_the_shipment(client, acme, library):
+    body = worked_example()
+    body["elements"][2]["hub_type"] = "warehouse"
+    answer = post(client, acme, body, status=422)
+    assert answer.json["error"]["details"] == [{"field": "elements[2]", "message": f"factor {TERMINAL} is for hub "
+                                                "type container_terminal, not warehouse"}]
+
+
+@pytest.mark.on_both
+def test_legs_that_do_not_fit_the_capacity_are_a_429_storing_nothing(client, acme, library):
+    models.Organization.update(test_capacity=4).where(models.Organization.id == acme.org.id).execute()
+    post(client, acme, worked_example(), status=201)  # 3 of 4 used
+    answer = post(client, acme, worked_example(), "ship-2", status=429)
+    assert answer.json["error"]["code"] == "USAGE_LIMIT_REACHED" and int(answer.headers["Retry-After"]) >= 1
+    assert Shipment.select().count() == 1 and Calculation.select().count() == 3
+    assert ShipmentHub.select().count() == 1 and UsageCounter.get().count == 3
+    assert WebhookEvent.select().count() == 1
+    assert customers.verify().drifted == []
+
+
+@pytest.mark.on_both
+def test_shipments_are_tenant_safe_and_listed_newest_first(client, acme, globex, library, secret):
+    ids = [exact(post(client, acme, worked_example(external_reference=f"PO-{n}"), f"k{n}", status=201))["id"]
+           for n in range(3)]
+    assert client.get(f"/v1/shipments/{ids[0]}", headers=globex.headers(), status=404).json["error"]["code"] \
+        == "INVALID_REQUEST"
+    first = client.get("/v1/shipments?limit=2", headers=acme.headers()).json
+    assert [item["id"] for item in first["data"]] == ids[::-1][:2]
+    second = client.get(f"/v1/shipments?limit=2&cursor={first['next_cursor']}", headers=acme.headers()).json
+    assert [item["id"] for item in second["data"]] == [ids[0]] and second["next_cursor"] is None
+    assert client.get("/v1/shipments", headers=globex.headers()).json == {"data": [], "next_cursor": None}
+    assert client.get("/v1/shipments?limit=0", headers=acme.headers(), status=422).json["error"]["details"][0][
+        "field"] == "limit"
+
+
+def test_hub_factors_are_governed_and_travel_by_csv(app, library):
+    import io
+    stream = io.StringIO()
+    factors.export_factors(stream)
+    rows = [line for line in stream.getvalue().splitlines() if line.startswith(TERMINAL)]
+    assert rows and rows[0].endswith(",container_terminal")
+    with pytest.raises(factors.FactorError, match="hub_type must be one of"):
+        make_factor("hub-nameless", mode="HUB", value="1")
+    with pytest.raises(factors.FactorError, match="hub_type applies to HUB factors only"):
+        make_factor("road-with-hub", value="1", hub_type="warehouse")
+    org = make_org("initech")
+    private = make_factor("initech-warehouse", mode="HUB", value="2.5", hub_type="warehouse", organization=org)
+    assert private.to_dict()["unit"] == "kgCO2e/t" and private.to_dict()["hub_type"] == "warehouse"
+
+
+def one_leg() -> dict:
+    return {"type": "leg", "mode": "ROAD", "origin": {"label": "a"}, "destination": {"label": "b"},
+            "distance": {"value": 10, "unit": "km"}}
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"elements": []}, "elements"),
+    ({"elements": [one_leg()] * 11}, "elements"),
+    ({"elements": [{"type": "hub", "hub_type": "warehouse", "factor_reference": TERMINAL}]}, "elements"),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "warehouse"}]}, "elements[1].factor_reference"),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "dock", "factor_reference": "x"}]}, "elements[1].hub_type"),
+    ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour"),
+    ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude"),
+    ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo"),
+    ({"cargo": {"value": 2, "unit": "pallet"}}, "cargo.unit"),
+])
+def test_a_body_the_schema_refuses_is_a_422_naming_the_field(client, acme, library, overrides, field):
+    answer = post(client, acme, worked_example(**overrides), status=422)
+    assert answer.json["error"]["code"] == "INVALID_REQUEST"
+    assert field in [detail["field"] for detail in answer.json["error"]["details"]], answer.json
+    assert Shipment.select().count() == 0
+
+
+def test_a_place_without_anything_to_find_it_by_names_what_it_needs(client, acme, library):
+    body = worked_example(elements=[{**one_leg(), "origin": {"country": "GB"}}])
+    details = post(client, acme, body, status=422).json["error"]["details"]
+    assert {"field": "elements[0].origin",
+            "message": "needs at least one of code, label, iata, locode or latitude"} in details
+
+
+@pytest.mark.on_both
+def test_answers_match_the_openapi_document(client, acme, library):
+    from tests.test_openapi import check_response
+
+    body = worked_example(cargo={"value": 1.25, "unit": "TEU", "tonnes_per_teu": 12.5})
+    body["elements"][1]["origin"] = {"latitude": 31.2, "longitude": 121.6}  # off Shanghai, by coordinates
+    created = post(client, acme, body, status=201)
+    check_response(created, "/shipments", "POST")
+    assert exact(created)["cargo"]["tonnes"] == Decimal("15.625")
+    assert exact(created)["elements"][1]["distance"]["method"] == "sea_route"
+    check_response(post(client, acme, body, status=200), "/shipments", "POST")
+    shipment_id = created.json["id"]
+    check_response(client.get(f"/v1/shipments/{shipment_id}", headers=acme.headers()), "/shipments/{id}", "GET")
+    check_response(client.get("/v1/shipments", headers=acme.headers()), "/shipments", "GET")
+    check_response(client.get("/v1/shipments?cursor=x", headers=acme.headers(), status=422), "/shipments", "GET")
+    leg = created.json["elements"][1]["calculation_id"]
+    check_response(client.get(f"/v1/calculations/{leg}", headers=acme.headers()), "/calculations/{id}", "GET")
+    check_response(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()),
+                   "/customers/{customerReference}/emissions", "GET")
+    body["elements"][3]["factor_reference"] = "desnz-2025-rail-freight-train"
+    check_response(post(client, acme, body, "other", status=422), "/shipments", "POST")
+
+
+@pytest.mark.on_both
+def test_analytics_verify_recounts_the_hubs_and_rebuild_repairs_them(client, acme, library, emissions):
+    post(client, acme, worked_example(), status=201)
+    assert emissions("analytics", "verify", "--json")[0] == 0
+    hub_row = models.CustomerRollup.get(models.CustomerRollup.mode == "HUB")
+    hub_row.emissions_kg += 1
+    hub_row.save()
+    status, out, _ = emissions("analytics", "verify", "--json")
+    assert status != 0 and '"HUB"' in out
+    assert emissions("analytics", "rebuild", "--json")[0] == 0
+    assert customers.verify().drifted == []
+    analytics = exact(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()))["analytics"]
+    assert analytics["hubs"]["emissions"]["value"] == 26
+    assert analytics["emissions"]["value"] == sum(mode["emissions"]["value"] for mode in
+                                                  analytics["by_mode"].values()) + analytics["hubs"]["emissions"]["value"]

@@ -1,0 +1,80 @@
+"""The workspace's shipments: the list, and one chain drawn as server-side SVG with a bar per element."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from emissions import workspace
+from tests.conftest import LiveServer
+from tests.test_shipments import library, post, worked_example  # noqa: F401  (library is a fixture)
+from tests.test_workspace import PASSWORD, sign_in
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def drawn(client, acme, globex, library):  # noqa: F811
+    """acme's worked example and globex's one-leg shipment, and acme's workspace user signed in."""
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD)
+    mine = post(client, acme, worked_example(), status=201).json
+    theirs = post(client, globex, worked_example(elements=worked_example()["elements"][:1]), status=201).json
+    sign_in(client)
+    return mine, theirs
+
+
+def test_the_list_shows_the_environments_shipments_with_their_chain(client, drawn):
+    mine, theirs = drawn
+    page = client.get("/workspace/shipments")
+    assert f'href="/workspace/shipments/{mine["id"]}"' in page.text and "Road → Sea → Hub → Road" in page.text
+    assert theirs["id"] not in page.text
+    assert 'href="/workspace/shipments" aria-current="page"' in page.text
+
+
+def test_a_shipment_is_drawn_as_nodes_and_legs_with_a_bar_per_element(client, drawn):
+    mine, _ = drawn
+    page = client.get(f"/workspace/shipments/{mine['id']}")
+    svg = re.search(r'<svg class="chain".*?</svg>', page.text, re.S).group(0)
+    # Factory, Shanghai, the terminal at Felixstowe (the hub where the sea leg arrives), the warehouse.
+    assert len(re.findall(r'<g class="node place"', svg)) == 3 and len(re.findall(r'<g class="node hub"', svg)) == 1
+    assert re.findall(r'<g class="leg mode-(\w+)" data-index="(\d)"', svg) == [("road", "0"), ("sea", "1"),
+                                                                              ("road", "3")]
+    assert "Container terminal · GBFXT · 26.00 kgCO2e" in svg
+    assert "Sea · 22,399 km · 8,856.45 kgCO2e" in svg
+    assert re.findall(r'<li data-index="(\d)"', page.text) == ["0", "1", "2", "3"]
+    assert 'style="width: 100.00%"' in page.text  # the sea leg, the largest element
+    assert "9,936.55" in page.text
+
+
+def test_another_organizations_shipment_is_a_404(client, drawn):
+    _, theirs = drawn
+    assert client.get(f"/workspace/shipments/{theirs['id']}", status=404)
+    assert client.get("/workspace/shipments/not-an-id", status=404)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (apt-get install -y chromium)")
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_chain_fits_the_screen_in_chromium(app, client, drawn, width):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    mine, _ = drawn
+    with LiveServer(app) as server, playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox",
+                                                                            "--disable-gpu"])
+        try:
+            page = browser.new_context(base_url=server.url, viewport={"width": width, "height": 900}).new_page()
+            page.goto("/workspace/login")
+            page.fill("#email", "ops@acme.example")
+            page.fill("#password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url("**/workspace")
+            page.goto("/workspace/shipments")
+            page.locator("#shipments tbody a").first.click()
+            page.wait_for_url(f"**/workspace/shipments/{mine['id']}")
+            chain = page.locator("svg.chain")
+            assert chain.is_visible() and page.locator("#bars li").count() == 4
+            box = chain.bounding_box()
+            assert 0 < box["width"] <= width and box["height"] > 100
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+        finally:
+            browser.close()
