@@ -39,6 +39,7 @@ from emissions import factors  # noqa: E402
 from emissions import jsoncodec  # noqa: E402
 from emissions import migrations  # noqa: E402
 from emissions import models  # noqa: E402
+from emissions.db import bind, open_database  # noqa: E402
 from emissions.models import Calculation, Customer, Organization  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -53,7 +54,7 @@ def fresh_database(url: str | None, directory: Path) -> tuple[str, callable]:
     if not url.startswith("postgres"):
         sys.exit("bench: --database-url must be a postgresql:// URL (SQLite is the default)")
     schema = f"bench_analytics_{os.getpid()}"
-    admin = models.open_database(url)
+    admin = open_database(url)
     admin.connect()
     admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     admin.execute_sql(f"CREATE SCHEMA {schema}")
@@ -69,7 +70,7 @@ def fresh_database(url: str | None, directory: Path) -> tuple[str, callable]:
 
 def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     """Organization, factors, customers and bulk-inserted calculations; returns a key and timings."""
-    database = models.bind(url)
+    database = bind(url)
     migrations.run(database)
     org = Organization.create(slug="bench", name="Bench")
     factor_rows = {mode: factors.create(f"bench-{mode.lower()}", mode, value, f"Bench {mode}", "bench",

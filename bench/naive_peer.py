@@ -19,6 +19,7 @@ import peewee as pw
 
 import bare_app  # beside this file: the same stock Waitress serving
 from emissions import jsoncodec, models, schemas
+from emissions.db import open_database
 
 database = pw.DatabaseProxy()
 
@@ -73,7 +74,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    database.initialize(models.open_database(f"sqlite:///{args.database}"))
+    database.initialize(open_database(f"sqlite:///{args.database}"))
     database.create_tables([NaiveCalculation])
     bare_app.serve(build(), args, "naive")
 

@@ -37,6 +37,7 @@ from emissions import auth  # noqa: E402
 from emissions import factors  # noqa: E402
 from emissions import migrations  # noqa: E402
 from emissions import models  # noqa: E402
+from emissions.db import bind  # noqa: E402
 from emissions import webhooks  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -108,7 +109,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def seed(database_url: str, receiver: Receiver) -> tuple[models.Organization, str]:
     """An organization with a customer, a factor, an all-scope test key and the receiver as endpoint."""
-    database = models.bind(database_url)
+    database = bind(database_url)
     migrations.run(database)
     slug = f"bench-{int(time.time())}"
     org = models.Organization.create(slug=slug, name="Bench")

@@ -18,7 +18,8 @@ from . import webhooks
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
-from .models import Factor, db, isoformat, new_id, utcnow
+from .db import db
+from .models import Factor, isoformat, new_id, utcnow
 
 SIX_PLACES = Decimal("0.000001")
 SCOPE3_CATEGORY = {"upstream": 4, "downstream": 9}

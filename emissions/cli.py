@@ -29,6 +29,7 @@ from . import webhooks
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
 from .csvimport import ImportRejected
+from .db import bind
 from .models import Customer, Organization, SCOPES
 
 
@@ -1004,7 +1005,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
         try:
-            database = models.bind(config.database_url)
+            database = bind(config.database_url)
         except ValueError as exc:  # a DATABASE_URL of an unknown kind
             raise CommandError(str(exc)) from None
         args.applied = migrations.run(database)

@@ -19,7 +19,8 @@ from . import jsoncodec
 from . import schemas
 from . import store
 from .csvimport import ImportRejected, RowProblem, read_records
-from .models import EXACT_SUM, Calculation, Customer, CustomerRollup, Organization, customer_view, db, is_postgres
+from .db import EXACT_SUM, db, is_postgres
+from .models import Calculation, Customer, CustomerRollup, Organization, customer_view
 
 STATUSES = ("active", "suspended", "archived")
 MAX_NAME = 200

@@ -19,7 +19,8 @@ import peewee as pw
 
 from . import audit
 from .csvimport import ImportRejected, RowProblem, read_records
-from .models import EXACT_SUM, MODES, Factor, Organization, db
+from .db import EXACT_SUM, db
+from .models import MODES, Factor, Organization
 
 LIBRARY_PATH = Path(__file__).with_name("data") / "desnz-2025-freight.json"
 STATUSES = ("draft", "active", "superseded", "retired")

@@ -12,7 +12,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
-from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent, db, is_postgres
+from .db import db, is_postgres
+from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent
 
 
 @lru_cache(maxsize=None)
@@ -213,7 +214,7 @@ def _rollup(add: str, least: str, greatest: str) -> str:
 
 ROLLUP_POSTGRES = _rollup("{0} + {1}", "LEAST", "GREATEST")
 # SQLite's two-argument MIN and MAX are scalar; its dates are ISO text, so text order is date order;
-# decimals are text summed by models.decimal_add (exact, in the same context).
+# decimals are text summed by db.decimal_add (exact, in the same context).
 ROLLUP_SQLITE = _rollup("decimal_add({0}, {1})", "MIN", "MAX")
 
 

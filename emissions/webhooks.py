@@ -30,8 +30,8 @@ from . import auth
 from . import jsoncodec
 from .config import Config
 from . import store
-from .models import (Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, db, is_postgres, isoformat,
-                    new_id, utcnow)
+from .db import db, is_postgres
+from .models import Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 
 SIGNATURE_VERSION = "v1"
 DEFAULT_TOLERANCE_SECONDS = 300

@@ -23,6 +23,7 @@ from emissions import cli
 from emissions import factors
 from emissions import migrations
 from emissions import models
+from emissions.db import open_database
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
@@ -46,7 +47,7 @@ def postgres_schema_url(url: str) -> str:
     schema = f"test_{os.getpid()}"
     separator = "&" if "?" in url else "?"
     schema_url = f"{url}{separator}options=-csearch_path%3D{schema}"
-    database = models.open_database(schema_url)
+    database = open_database(schema_url)
     database.connect()
     if schema in _migrated_schemas:
         tables = [row[0] for row in database.execute_sql(

@@ -14,7 +14,8 @@ from emissions import schemas
 from emissions import store
 from conftest import (LiveServer, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
                       post_calculation, raw_exchange)
-from emissions.models import Calculation, CustomerRollup, db
+from emissions.db import db
+from emissions.models import Calculation, CustomerRollup
 
 EMPTY_ANALYTICS = {
     "environment": "test",

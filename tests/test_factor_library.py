@@ -18,6 +18,7 @@ from emissions import customers
 from emissions import factors
 from emissions import jsoncodec
 from emissions import models
+from emissions.db import bind
 from conftest import make_factor, post_calculation
 
 SHARED_FILE = Path(__file__).resolve().parents[1].parent / "shared" / "factors" / "desnz-2025-freight.csv"
@@ -322,6 +323,6 @@ def test_several_processes_loading_the_library_at_once_create_each_version_once(
     assert [status for status, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
     outcomes = [json.loads(out) for _, out, _ in results]
     assert sorted(outcome["created"] for outcome in outcomes) == [0, 0, 127]
-    models.bind(database_url)
+    bind(database_url)
     assert models.Factor.select().count() == 127
     assert models.Factor.select().where(models.Factor.version != 1).count() == 0

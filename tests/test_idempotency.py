@@ -14,6 +14,7 @@ from emissions import calculations
 from emissions import factors
 from emissions import jsoncodec
 from emissions import models
+from emissions.db import is_postgres
 from emissions.errors import IdempotencyError
 from conftest import LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
 
@@ -208,7 +209,7 @@ N = 16
 
 def wait_for_blocked_writers(count: int) -> None:
     """Return once `count` requests wait behind the held write lock (PostgreSQL shows them)."""
-    if not models.is_postgres():
+    if not is_postgres():
         time.sleep(1)  # SQLite shows no waiters; a second is plenty to reach BEGIN IMMEDIATE
         return
     deadline = time.monotonic() + 30
@@ -242,7 +243,7 @@ def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool
     threads = [threading.Thread(target=send, args=(index, *request))
                for index, request in enumerate(requests_to_send)]
     with models.db.atomic() if hold_writes else contextlib.nullcontext():
-        if hold_writes and models.is_postgres():
+        if hold_writes and is_postgres():
             models.db.execute_sql("LOCK TABLE calculation IN EXCLUSIVE MODE")  # reads pass, inserts wait
         for thread in threads:
             thread.start()

@@ -15,6 +15,7 @@ import pytest
 from emissions import customers
 from emissions import migrations
 from emissions import models
+from emissions.db import bind, is_postgres, open_database
 from emissions import webhooks
 from emissions.config import Config
 from conftest import EMISSIONS, POSTGRES_URL, make_customer, make_org, record_statements
@@ -51,7 +52,7 @@ def empty_postgres_schema(name: str):
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
     schema = f"{name}_{os.getpid()}"
-    admin = models.open_database(POSTGRES_URL)
+    admin = open_database(POSTGRES_URL)
     admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     admin.execute_sql(f"CREATE SCHEMA {schema}")
     separator = "&" if "?" in POSTGRES_URL else "?"
@@ -91,7 +92,7 @@ def index_definitions(database, table: str) -> dict[str, str]:
 
 @pytest.mark.on_both
 def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(database_url):
-    database = models.open_database(database_url)
+    database = open_database(database_url)
     migrations.run(database)
     calculation = index_definitions(database, "calculation")
     events = index_definitions(database, "webhook_event")
@@ -131,7 +132,7 @@ def plan(statement: str, params: tuple) -> str:
 
 def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
     assert "webhook_event_pending" in text and "webhook_event_delivering" in text, text
-    if models.is_postgres():
+    if is_postgres():
         assert "Seq Scan on webhook_event" not in text, text
     else:  # every table is SEARCHed through an index, none SCANned (not even through an index)
         assert not re.search(r"^SCAN (?!CONSTANT ROW)", text, re.M), text
@@ -175,7 +176,7 @@ ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
 
 
 def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_database_url, monkeypatch):
-    database = models.bind(empty_database_url)
+    database = bind(empty_database_url)
     with monkeypatch.context() as only_the_first:
         only_the_first.setattr(migrations, "available", lambda: FIRST_MIGRATION)
         assert migrations.run(database) == ["0001_initial"]
@@ -223,7 +224,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
 
 def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emissions_unattributed(
         empty_database_url, monkeypatch):
-    database = models.bind(empty_database_url)
+    database = bind(empty_database_url)
     with monkeypatch.context() as before_0006:
         before_0006.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0006"])
         migrations.run(database)

@@ -18,7 +18,8 @@ import peewee as pw
 
 from .. import affinity
 from .. import audit
-from ..models import Organization, User, WorkspaceSession, db, utcnow
+from ..db import db
+from ..models import Organization, User, WorkspaceSession, utcnow
 
 SESSION_HOURS = 8
 # scrypt: memory-hard; n=2**14 costs a few tens of milliseconds a check on this class of machine.

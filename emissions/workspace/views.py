@@ -26,7 +26,8 @@ from .. import auth
 from .. import customers
 from .. import jsoncodec
 from .. import webhooks
-from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, WorkspaceFlash, db, utcnow
+from ..db import db
+from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, WorkspaceFlash, utcnow
 from . import accounts
 from . import chart
 from . import insights
@@ -821,7 +822,8 @@ class Workspace:
 
 def customer_totals(customer_ids: list[int]) -> dict[int, dict]:
     """Calculations and kgCO2e per customer, from the rollups (the numbers the API's analytics sum)."""
-    from ..models import CustomerRollup, EXACT_SUM
+    from ..db import EXACT_SUM
+    from ..models import CustomerRollup
     totals: dict[int, dict] = {}
     if not customer_ids:
         return totals
