@@ -14,7 +14,7 @@ from . import factors
 from . import jsoncodec
 from . import limits
 from . import store
-from . import webhooks
+from .webhooks import events as webhook_events
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
@@ -172,7 +172,7 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
         payload_fingerprint, payload["mode"], payload["business_context"], activity_date, cargo, distance,
         activity, emissions, factor.id, factor.version, factor.value, request_id, body, created_at,
         *(parts or (None, None)))
-    event = webhooks.new_event(organization_id, environment, "calculation.succeeded", body, created_at)
+    event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at)
     try:
         store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
     except store.CapacityUsedUp:
@@ -194,5 +194,5 @@ def _fail(organization_id: int, environment: str, payload: dict, request_id: str
         "error": {"code": error.code, "message": error.message, "request_id": request_id},
     })
     with db.atomic():
-        store.insert_event(webhooks.new_event(organization_id, environment, "calculation.failed", data))
+        store.insert_event(webhook_events.new_event(organization_id, environment, "calculation.failed", data))
     raise error

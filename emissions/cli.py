@@ -25,7 +25,9 @@ from . import limits
 from . import logs
 from . import migrations
 from . import models
-from . import webhooks
+from .webhooks import delivery as webhook_delivery
+from .webhooks import endpoints as webhook_endpoints
+from .webhooks import events as webhook_events
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
 from .csvimport import ImportRejected
@@ -38,7 +40,7 @@ class CommandError(Exception):
 
 
 # The domain's own refusals: their messages are written for people, so they are printed as they are.
-DOMAIN_ERRORS = (factors.FactorError, webhooks.WebhookError, customers.CustomerError, workspace.WorkspaceError,
+DOMAIN_ERRORS = (factors.FactorError, webhook_endpoints.WebhookError, customers.CustomerError, workspace.WorkspaceError,
                  backup.BackupError)
 
 
@@ -547,13 +549,13 @@ def cmd_usage(args, config):
 
 def cmd_webhook_set(args, config):
     org = organization(args.org)
-    previous = webhooks.endpoint_for(org.id, args.env)
+    previous = webhook_endpoints.endpoint_for(org.id, args.env)
     with models.db.atomic():
-        endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
+        endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url,
                                                  allow_private_live=config.webhook_allow_private_live)
-        audit.record("endpoint.set", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
+        audit.record("endpoint.set", webhook_endpoints.loggable_url(endpoint.url), organization=org, environment=args.env)
     if previous is not None and previous.status == "disabled":
-        skipped = webhooks.skipped_since(org.id, args.env, previous.updated_at)
+        skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
             print(f"emissions: {skipped} events were skipped while the endpoint was disabled; "
                   f"`emissions webhook redeliver --since {models.isoformat(previous.updated_at)} --status skipped "
@@ -565,8 +567,8 @@ def cmd_webhook_set(args, config):
 def cmd_webhook_rotate(args, config):
     org = organization(args.org)
     with models.db.atomic():
-        endpoint, secret = webhooks.rotate_secret(org.id, args.env)
-        audit.record("endpoint.rotated", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
+        endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env)
+        audit.record("endpoint.rotated", webhook_endpoints.loggable_url(endpoint.url), organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
@@ -574,13 +576,13 @@ def cmd_webhook_rotate(args, config):
 def cmd_webhook_remove(args, config):
     org = organization(args.org)
     with models.db.atomic():
-        endpoint = webhooks.remove_endpoint(org.id, args.env)
-        audit.record("endpoint.removed", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
+        endpoint = webhook_endpoints.remove_endpoint(org.id, args.env)
+        audit.record("endpoint.removed", webhook_endpoints.loggable_url(endpoint.url), organization=org, environment=args.env)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 
 def cmd_webhook_show(args, config):
-    endpoint = webhooks.endpoint_for(organization(args.org).id, args.env)
+    endpoint = webhook_endpoints.endpoint_for(organization(args.org).id, args.env)
     if endpoint is None:
         raise CommandError(f"no webhook endpoint is set for {args.org} ({args.env})")
     emit(args, endpoint.to_dict())
@@ -590,7 +592,7 @@ def cmd_webhook_deliveries(args, config):
     if not 1 <= args.limit <= MAX_DELIVERIES_LISTED:
         raise CommandError(f"--limit must be at least 1 and at most {MAX_DELIVERIES_LISTED}")
     org_id = organization(args.org).id if args.org else None
-    rows = webhooks.recent_deliveries(org_id, args.env, args.limit)
+    rows = webhook_events.recent_deliveries(org_id, args.env, args.limit)
     lines = []
     for row in rows:
         lines.append(f"{row['created_at']}  {row['event_id']}  {row['type']}  {row['organization']}/"
@@ -605,19 +607,19 @@ def cmd_webhook_redeliver(args, config):
     if (args.event_id is None) == (args.since is None):
         raise CommandError("give an event id, or --since DATE for every event since then")
     if args.event_id is not None:
-        event = webhooks.redeliver(args.event_id)
+        event = webhook_events.redeliver(args.event_id)
         emit(args, event.to_dict(), f"queued {event.id} for delivery now")
         return
     since = parse_timestamp(args.since)
     statuses = tuple(status.strip() for status in args.status.split(",") if status.strip())
     org_id = organization(args.org).id if args.org else None
-    queued = webhooks.redeliver_since(since, statuses, org_id, args.env)
+    queued = webhook_events.redeliver_since(since, statuses, org_id, args.env)
     emit(args, {"queued": queued, "since": models.isoformat(since), "statuses": list(statuses)},
          f"queued {queued} events created since {models.isoformat(since)} ({', '.join(statuses)}) for delivery now")
 
 
 def cmd_prune(args, config):
-    deleted = webhooks.prune(dt.timedelta(days=args.older_than))
+    deleted = webhook_events.prune(dt.timedelta(days=args.older_than))
     emit(args, {**deleted, "older_than_days": args.older_than},
          f"deleted {deleted['events']} finished webhook events and {deleted['attempts']} attempts "
          f"older than {args.older_than} days")
@@ -644,7 +646,7 @@ def cmd_audit(args, config):
 
 def cmd_deliver(args, config):
     """Deliver due webhooks: once (--once), or every WEBHOOK_POLL_SECONDS until SIGTERM or Ctrl-C."""
-    deliverer = webhooks.Deliverer(config)
+    deliverer = webhook_delivery.Deliverer(config)
     try:
         if args.once:
             emit(args, deliverer.run_once())

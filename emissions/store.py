@@ -143,7 +143,7 @@ class CapacityUsedUp(Exception):
 
 def write_calculation(calculation: NewCalculation, test_capacity: int, period: str, event) -> None:
     """Write a calculation in one transaction: its row, one more use of the organization's
-    capacity for `period`, its customer's rollup and its webhook event (a webhooks.NewEvent).
+    capacity for `period`, its customer's rollup and its webhook event (a webhooks.events.NewEvent).
 
     Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
     IntegrityError when a calculation with the same idempotency key was committed first.
@@ -277,7 +277,7 @@ RECORD_EVENT = (
 
 
 def insert_event(event) -> None:
-    """Write a webhooks.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
+    """Write a webhooks.events.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
     stored_at = WebhookEvent.created_at.db_value(event.created_at)
     run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.payload,
                        stored_at, stored_at, event.organization_id, event.environment))

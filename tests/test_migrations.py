@@ -16,7 +16,9 @@ from emissions import customers
 from emissions import migrations
 from emissions import models
 from emissions.db import bind, is_postgres, open_database
-from emissions import webhooks
+from emissions.webhooks import delivery as webhook_delivery
+from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import events as webhook_events
 from emissions.config import Config
 from conftest import EMISSIONS, POSTGRES_URL, make_customer, make_org, record_statements
 
@@ -141,11 +143,11 @@ def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
 @pytest.mark.on_both
 def test_the_delivery_claim_reads_only_the_partial_indexes_of_due_events(config, acme, monkeypatch):
     for number in range(200):  # no endpoint yet: skipped, in no index but the primary key
-        webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
-    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
-    event = webhooks.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
-    early = webhooks.Deliverer(config, clock=lambda: event.created_at - dt.timedelta(minutes=1))
-    late = webhooks.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
+        webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
+    event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
+    early = webhook_delivery.Deliverer(config, clock=lambda: event.created_at - dt.timedelta(minutes=1))
+    late = webhook_delivery.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
     try:
         idle = claim_statements(monkeypatch, early)
         assert len(idle) == 1  # the idle poll: one read, nothing due yet
@@ -194,10 +196,10 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
         activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor, factor_version=1,
         factor_value=factor.value, request_id=models.new_id(), body='{"id": "c"}')
-    skipped = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
-    webhooks.set_endpoint(org.id, "test", "http://127.0.0.1:9/hook")
-    pending = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
-    leased = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
+    skipped = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
+    webhook_endpoints.set_endpoint(org.id, "test", "http://127.0.0.1:9/hook")
+    pending = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
+    leased = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
     lease_ended = leased.created_at - dt.timedelta(seconds=1)
     (models.WebhookEvent.update(delivery_status="delivering", lock_token="lost", locked_until=lease_ended)
      .where(models.WebhookEvent.id == leased.id).execute())
@@ -214,7 +216,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
     assert not DROPPED_IN_0002 & set(index_definitions(database, "webhook_event"))
 
     # The worker still finds both due deliveries (and not the skipped one) through the new indexes.
-    worker = webhooks.Deliverer(Config(database_url=empty_database_url), clock=lambda: leased.created_at)
+    worker = webhook_delivery.Deliverer(Config(database_url=empty_database_url), clock=lambda: leased.created_at)
     try:
         assert sorted(claim.event_id for claim in worker.claim(8)) == sorted([pending.id, leased.id])
     finally:

@@ -25,7 +25,8 @@ from .. import audit
 from .. import auth
 from .. import customers
 from .. import jsoncodec
-from .. import webhooks
+from ..webhooks import endpoints as webhook_endpoints
+from ..webhooks import events as webhook_events
 from ..db import db
 from ..models import ApiKey, Customer, MODES, SCOPES, User, WebhookEvent, WorkspaceFlash, utcnow
 from . import accounts
@@ -452,7 +453,7 @@ class Workspace:
         month = insights.emissions_since(org.id, environment, insights.month_start(now))
         days = insights.daily(org.id, environment, 30, now)
         latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
-        endpoint = webhooks.endpoint_for(org.id, environment)
+        endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
         return render("overview", title="Overview", usage=insights.usage(org, self.test_capacity, now),
                       month=month, days=days, chart=chart.daily_bars(days), latest=latest, endpoint=endpoint,
@@ -600,7 +601,7 @@ class Workspace:
     @signed_in
     def webhooks_page(self, session: Session, error: str = "", status: int = 200, url: str = ""):
         org, environment = session.organization, session.environment
-        endpoint = webhooks.endpoint_for(org.id, environment)
+        endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         events = insights.recent_events(org.id, environment, 25)
         return render("webhooks", status, title="Webhooks", endpoint=endpoint, events=events,
                       attempts=insights.attempts_of(events), error=error, url=url,
@@ -614,31 +615,31 @@ class Workspace:
         try:
             if action == "set":
                 with db.atomic():
-                    endpoint, secret = webhooks.set_endpoint(org.id, environment, _field(form, "url"),
+                    endpoint, secret = webhook_endpoints.set_endpoint(org.id, environment, _field(form, "url"),
                                                              allow_private_live=self.allow_private_live)
-                    audit.record("endpoint.set", webhooks.loggable_url(endpoint.url), actor=session.actor,
+                    audit.record("endpoint.set", webhook_endpoints.loggable_url(endpoint.url), actor=session.actor,
                                  organization=org, environment=environment)
                     self.flash.put(session, "secret", {"secret": secret})  # no secret made that is never shown
             elif action == "rotate":
                 with db.atomic():
-                    endpoint, secret = webhooks.rotate_secret(org.id, environment)
-                    audit.record("endpoint.rotated", webhooks.loggable_url(endpoint.url), actor=session.actor,
+                    endpoint, secret = webhook_endpoints.rotate_secret(org.id, environment)
+                    audit.record("endpoint.rotated", webhook_endpoints.loggable_url(endpoint.url), actor=session.actor,
                                  organization=org, environment=environment)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "remove":
                 with db.atomic():
-                    endpoint = webhooks.remove_endpoint(org.id, environment)
-                    audit.record("endpoint.removed", webhooks.loggable_url(endpoint.url), actor=session.actor,
+                    endpoint = webhook_endpoints.remove_endpoint(org.id, environment)
+                    audit.record("endpoint.removed", webhook_endpoints.loggable_url(endpoint.url), actor=session.actor,
                                  organization=org, environment=environment)
                 return redirect("/workspace/webhooks")
             elif action == "test":
-                event = webhooks.send_test_event(org.id, environment)
+                event = webhook_events.send_test_event(org.id, environment)
                 self.flash.put_notice(session, f"Test event {event.id} queued: it is delivered within a "
                                                "few seconds and listed below, marked test.")
                 return redirect("/workspace/webhooks")
             else:
                 return self.webhooks_page(error="Unknown action.", status=400)
-        except webhooks.WebhookError as exc:
+        except webhook_endpoints.WebhookError as exc:
             return self.webhooks_page(error=f"Not changed: {exc}.", status=400, url=_field(form, "url"))
         return redirect("/workspace/webhooks")
 
@@ -650,8 +651,8 @@ class Workspace:
         if event is None:
             return self.webhooks_page(error="No such event.", status=404)
         try:
-            webhooks.redeliver(event.id)  # a pending one at once, a finished one for a new round
-        except webhooks.WebhookError as exc:
+            webhook_events.redeliver(event.id)  # a pending one at once, a finished one for a new round
+        except webhook_endpoints.WebhookError as exc:
             return self.webhooks_page(error=f"Not queued: {exc}.", status=400)
         back = _field(form, "next")
         if re.fullmatch(r"/workspace/calculations/[0-9a-f-]{36}", back):
