@@ -9,6 +9,7 @@ import uuid
 
 import bottle
 
+from . import analytics
 from . import auth
 from . import calculations
 from . import customers
@@ -281,7 +282,7 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
 
 
 def get_customer_emissions(principal: auth.Principal, reference: str) -> Reply:
-    found = customers.analytics_json(principal.organization_id, principal.environment, checked_reference(reference))
+    found = analytics.analytics_json(principal.organization_id, principal.environment, checked_reference(reference))
     if found is None:
         raise customer_not_found()
     return Reply(found)

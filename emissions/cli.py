@@ -16,6 +16,7 @@ import peewee as pw
 
 import emissions
 
+from . import analytics
 from . import audit
 from . import auth
 from . import backup
@@ -341,10 +342,10 @@ DRIFT_EXIT_STATUS = 3  # verify found drift: distinct from 1 (error) and 2 (usag
 
 
 def run_check(args, check):
-    """Run customers.verify or .rebuild over --org/--env, with a progress bar when asked or on a tty."""
+    """Run analytics.verify or .rebuild over --org/--env, with a progress bar when asked or on a tty."""
     organization_id = organization(args.org).id if args.org else None
     show = args.progress if args.progress is not None else sys.stderr.isatty()
-    bar = ProgressBar(customers.count_calculations(organization_id, args.env), "calculations") if show else None
+    bar = ProgressBar(analytics.count_calculations(organization_id, args.env), "calculations") if show else None
     outcome = check(organization_id, args.env, progress=bar.advance if bar else None)
     if bar:
         bar.finish()
@@ -372,7 +373,7 @@ def emit_check(args, outcome, listed_as: str) -> list[dict]:
 
 
 def cmd_analytics_verify(args, config):
-    drifted = emit_check(args, run_check(args, customers.verify), "drifted")
+    drifted = emit_check(args, run_check(args, analytics.verify), "drifted")
     if drifted:
         print(f"emissions: analytics drift in {len(drifted)} customer(s); "
               "`emissions analytics rebuild` repairs it", file=sys.stderr)
@@ -381,7 +382,7 @@ def cmd_analytics_verify(args, config):
 
 
 def cmd_analytics_rebuild(args, config):
-    emit_check(args, run_check(args, customers.rebuild), "repaired")
+    emit_check(args, run_check(args, analytics.rebuild), "repaired")
 
 
 def read_password(args, confirm: bool = True) -> str:

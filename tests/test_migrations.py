@@ -12,7 +12,7 @@ from decimal import Decimal
 import peewee as pw
 import pytest
 
-from emissions import customers
+from emissions import analytics as customer_analytics
 from emissions import migrations
 from emissions import models
 from emissions.db import bind, is_postgres, open_database
@@ -253,7 +253,7 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
     factor = models.Factor.get_by_id(factor_id)
     assert (factor.ttw_id, factor.radiative_forcing, factor.publication_title) == (None, None, None)
     assert factor.lineage()["radiative_forcing"] is None
-    analytics = customers.find_with_analytics(org.id, "test", "cust-1")["analytics"]
+    analytics = customer_analytics.find_with_analytics(org.id, "test", "cust-1")["analytics"]
     assert analytics["emissions"] == {"value": Decimal("500.88"), "unit": "kgCO2e", "breakdown": {
         "ttw": Decimal(0), "wtt": Decimal(0), "unattributed": Decimal("500.88")}}
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, quote, urlencode
 
 import bottle
 
+from .. import analytics
 from .. import audit
 from .. import auth
 from .. import customers
@@ -557,7 +558,7 @@ class Workspace:
                       form: dict | None = None):
         found = None
         if customers.is_valid_reference(reference):
-            found = customers.find_with_analytics(session.organization.id, session.environment, reference)
+            found = analytics.find_with_analytics(session.organization.id, session.environment, reference)
         if found is None:
             return render("error", 404, title="No such customer",
                           message="No customer with this reference exists in this environment.",
@@ -565,7 +566,7 @@ class Workspace:
         recent, _ = insights.page(session.organization.id, session.environment,
                                   insights.Filters(customer=reference), size=10)
         return render("customer", status, title=found["name"], customer=found, analytics=found["analytics"],
-                      api_json=pretty_json(jsoncodec.loads(customers.analytics_json(
+                      api_json=pretty_json(jsoncodec.loads(analytics.analytics_json(
                           session.organization.id, session.environment, reference))),
                       recent=recent, error=error, form=form or {}, **self.chrome(session, "customers"))
 
