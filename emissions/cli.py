@@ -21,6 +21,7 @@ from . import audit
 from . import auth
 from . import backup
 from . import customers
+from . import factor_files
 from . import factors
 from . import limits
 from . import logs
@@ -489,9 +490,9 @@ def cmd_factor_list(args, config):
 
 
 def cmd_factor_load_library(args, config):
-    outcome = factors.load_library()
-    publication = factors.library()["publication"]
-    data = {"library": factors.LIBRARY_PATH.name, **outcome.to_dict(),
+    outcome = factor_files.load_library()
+    publication = factor_files.library()["publication"]
+    data = {"library": factor_files.LIBRARY_PATH.name, **outcome.to_dict(),
             "publication": {key: publication[key] for key in ("title", "publisher", "year", "licence")}}
     skipped = [f"skipped {item['reference']}: {item['reason']}" for item in data["skipped"]]
     emit(args, data, "\n".join(skipped + [
@@ -503,7 +504,7 @@ def cmd_factor_load_library(args, config):
 def cmd_factor_import(args, config):
     org = organization(args.org) if args.org else None
     outcome = import_file(args, "a version of one of its references",
-                          lambda stream: factors.import_factors(stream, org, draft=args.draft, name=args.file))
+                          lambda stream: factor_files.import_factors(stream, org, draft=args.draft, name=args.file))
     owner = org.slug if org else "the global library"
     emit(args, {**outcome.to_dict(), "organization": org.slug if org else None, "draft": args.draft},
          f"imported {outcome.to_dict()['imported']} factor versions into {owner}"
@@ -514,7 +515,7 @@ def cmd_factor_import(args, config):
 def cmd_factor_export(args, config):
     org = organization(args.org) if args.org else None
     buffer = io.StringIO()
-    count = factors.export_factors(buffer, org)
+    count = factor_files.export_factors(buffer, org)
     if args.output:
         try:
             with open(args.output, "w", newline="", encoding="utf-8") as stream:
@@ -705,7 +706,7 @@ QUICKSTART_FACTOR = "desnz-2025-road-hgv-diesel-average-laden"
 def seed_sandbox(config: Config) -> str:
     """Create the sandbox organization, the factor library and a demo customer where missing; return a
     new test key. Each is in the audit trail, as when made by its own command."""
-    factors.load_library()
+    factor_files.load_library()
     with models.db.atomic():
         org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG)
         if org is None:

@@ -15,6 +15,7 @@ import pytest
 from emissions import audit
 from emissions import cli
 from emissions import analytics as customer_analytics
+from emissions import factor_files
 from emissions import factors
 from emissions import jsoncodec
 from emissions import models
@@ -82,17 +83,17 @@ def test_the_shipped_library_is_the_shared_file_built_again():
     spec = importlib.util.spec_from_file_location("build_factor_library", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.build(SHARED_FILE) == json.loads(factors.LIBRARY_PATH.read_text(encoding="utf-8"))
+    assert module.build(SHARED_FILE) == json.loads(factor_files.LIBRARY_PATH.read_text(encoding="utf-8"))
     assert len(rows) == 154
 
 
 def test_the_package_cites_the_publication_itself():
-    library = json.loads(factors.LIBRARY_PATH.read_text(encoding="utf-8"))
+    library = json.loads(factor_files.LIBRARY_PATH.read_text(encoding="utf-8"))
     assert library["publication"]["title"] == "Greenhouse gas reporting: conversion factors 2025"
     assert library["publication"]["licence"] == "Open Government Licence v3.0"
     assert library["publication"]["year"] == 2025
     assert "NOT compared with the official DESNZ 2025 workbook" in library["verification"]
-    assert "shared/" not in factors.LIBRARY_PATH.read_text(encoding="utf-8")
+    assert "shared/" not in factor_files.LIBRARY_PATH.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("reference, forcing, value", [
@@ -108,7 +109,7 @@ def test_the_package_cites_the_publication_itself():
     ("desnz-2025-sea-crude-tanker-120000-199999-dwt", None, "0.00546"),
 ])
 def test_references_follow_the_documented_scheme(app, reference, forcing, value):
-    factors.load_library()
+    factor_files.load_library()
     factor = models.Factor.get((models.Factor.reference == reference) & (models.Factor.status == "active"))
     assert (factor.radiative_forcing, factor.value) == (forcing, Decimal(value))
 
@@ -143,7 +144,7 @@ def test_a_database_with_the_first_six_factor_library_gets_new_versions_and_keep
     before = post_calculation(client, acme, "k1", status=201, factor_reference=old.reference)
     stored = models.Calculation.get_by_id(before.json["id"]).body
 
-    outcome = factors.load_library()
+    outcome = factor_files.load_library()
     assert outcome.updated == [old.reference] and len(outcome.created) == 126
     new = models.Factor.get((models.Factor.reference == old.reference) & (models.Factor.status == "active"))
     assert (new.version, new.value, new.ttw_id) == (2, Decimal("0.12522"), "27_304_3140_14_1")
@@ -158,9 +159,9 @@ def test_a_database_with_the_first_six_factor_library_gets_new_versions_and_keep
 
 def test_a_retired_library_reference_stays_retired_and_a_private_one_is_left_to_its_owner(app, acme):
     make_factor("desnz-2025-sea-container-ship-average", mode="SEA", value="0.02", organization=acme.org)
-    factors.load_library()
+    factor_files.load_library()
     factors.retire("desnz-2025-road-van-average-diesel")
-    outcome = factors.load_library()
+    outcome = factor_files.load_library()
     assert sorted(outcome.skipped) == [("desnz-2025-road-van-average-diesel", "is retired"),
                                        ("desnz-2025-sea-container-ship-average", "belongs to acme")]
     assert not models.Factor.select().where((models.Factor.reference == "desnz-2025-road-van-average-diesel")
