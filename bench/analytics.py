@@ -74,7 +74,7 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     migrations.run(database)
     org = Organization.create(slug="bench", name="Bench")
     factor_rows = {mode: factors.create(f"bench-{mode.lower()}", mode, value, f"Bench {mode}", "bench",
-                                        valid_from=dt.date(2024, 1, 1))
+                                        valid_from=dt.date(2024, 1, 1), actor="bench")
                    for mode, value in FACTORS.items()}
     _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(os.environ.get("SECRET_KEY")),
                              name="bench")

@@ -232,18 +232,9 @@ def cmd_key_list(args, config):
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    with models.db.atomic():
-        customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
-        audit.record("customer.created", customer.reference, organization=org, environment=args.env,
-                     details={"name": customer.name, "country_code": customer.country_code,
-                              "status": customer.status})
+    customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status,
+                                actor=audit.CLI_ACTOR)
     emit(args, customer_dict(customer))
-
-
-def check_customer_fields(**values) -> None:
-    found = customers.problems(**values)
-    if found:
-        raise CommandError("; ".join(f"{name} {reason}" for name, reason in found))
 
 
 def cmd_customer_update(args, config):
@@ -254,19 +245,8 @@ def cmd_customer_update(args, config):
     if args.name is None and args.country is None and args.status is None:
         raise CommandError("nothing to change: give --name, --country or --status")
     clear_country = args.country is not None and args.country.lower() == "none"
-    check_customer_fields(name=args.name, country=None if clear_country else args.country)
-    if args.name is not None:
-        customer.name = args.name.strip()
-    if args.country is not None:
-        customer.country_code = None if clear_country else args.country.upper()
-    if args.status is not None:
-        customer.status = args.status
-    changes = {name: value for name, value in (("name", args.name), ("country", args.country),
-                                               ("status", args.status)) if value is not None}
-    with models.db.atomic():
-        customer.save()
-        audit.record("customer.updated", customer.reference, organization=org, environment=args.env,
-                     details=changes)
+    customers.update(customer, name=args.name, country="" if clear_country else args.country, status=args.status,
+                     actor=audit.CLI_ACTOR)
     emit(args, customer_dict(customer))
 
 
@@ -304,7 +284,8 @@ def import_file(args, racing: str, load):
 def cmd_customer_import(args, config):
     org = organization(args.org)
     imported = import_file(args, "a customer with one of its references",
-                           lambda stream: customers.import_customers(org, args.env, stream, name=args.file))
+                           lambda stream: customers.import_customers(org, args.env, stream, name=args.file,
+                                                                      actor=audit.CLI_ACTOR))
     emit(args, {"imported": imported, "organization": org.slug, "environment": args.env},
          f"imported {imported} customers into {org.slug} ({args.env})")
 
@@ -451,33 +432,21 @@ def cmd_factor_create(args, config):
     if args.value is None and (args.ttw is None or args.wtt is None):
         raise CommandError("give --value, or --ttw and --wtt together")
     org = organization(args.org) if args.org else None
-    with models.db.atomic():
-        factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
-                                region=args.region, valid_from=parse_date(args.valid_from),
-                                valid_to=parse_date(args.valid_to), organization=org, draft=args.draft,
-                                ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing)
-        record_factor("factor.created", factor, {"mode": factor.mode, "value": factor.value,
-                                                 "ttw": factor.ttw_value, "wtt": factor.wtt_value,
-                                                 "status": factor.status, "source": factor.source})
+    factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
+                            region=args.region, valid_from=parse_date(args.valid_from),
+                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft,
+                            ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing,
+                            actor=audit.CLI_ACTOR)
     emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
 
 
-def record_factor(action: str, factor: models.Factor, details: dict | None = None) -> None:
-    audit.record(action, f"{factor.reference} v{factor.version}", organization=factor.organization,
-                 details=details)
-
-
 def cmd_factor_activate(args, config):
-    with models.db.atomic():
-        factor = factors.activate(args.reference, args.version)
-        record_factor("factor.activated", factor)
+    factor = factors.activate(args.reference, args.version, actor=audit.CLI_ACTOR)
     emit(args, factor.to_dict())
 
 
 def cmd_factor_retire(args, config):
-    with models.db.atomic():
-        factor = factors.retire(args.reference)
-        record_factor("factor.retired", factor)
+    factor = factors.retire(args.reference, actor=audit.CLI_ACTOR)
     emit(args, factor.to_dict())
 
 
@@ -490,7 +459,7 @@ def cmd_factor_list(args, config):
 
 
 def cmd_factor_load_library(args, config):
-    outcome = factor_files.load_library()
+    outcome = factor_files.load_library(actor=audit.CLI_ACTOR)
     publication = factor_files.library()["publication"]
     data = {"library": factor_files.LIBRARY_PATH.name, **outcome.to_dict(),
             "publication": {key: publication[key] for key in ("title", "publisher", "year", "licence")}}
@@ -504,7 +473,8 @@ def cmd_factor_load_library(args, config):
 def cmd_factor_import(args, config):
     org = organization(args.org) if args.org else None
     outcome = import_file(args, "a version of one of its references",
-                          lambda stream: factor_files.import_factors(stream, org, draft=args.draft, name=args.file))
+                          lambda stream: factor_files.import_factors(stream, org, draft=args.draft, name=args.file,
+                                                                     actor=audit.CLI_ACTOR))
     owner = org.slug if org else "the global library"
     emit(args, {**outcome.to_dict(), "organization": org.slug if org else None, "draft": args.draft},
          f"imported {outcome.to_dict()['imported']} factor versions into {owner}"
@@ -552,10 +522,8 @@ def cmd_usage(args, config):
 def cmd_webhook_set(args, config):
     org = organization(args.org)
     previous = webhook_endpoints.endpoint_for(org.id, args.env)
-    with models.db.atomic():
-        endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url,
-                                                 allow_private_live=config.webhook_allow_private_live)
-        audit.record("endpoint.set", webhook_endpoints.loggable_url(endpoint.url), organization=org, environment=args.env)
+    endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url, actor=audit.CLI_ACTOR,
+                                                      allow_private_live=config.webhook_allow_private_live)
     if previous is not None and previous.status == "disabled":
         skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
@@ -568,18 +536,14 @@ def cmd_webhook_set(args, config):
 
 def cmd_webhook_rotate(args, config):
     org = organization(args.org)
-    with models.db.atomic():
-        endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env)
-        audit.record("endpoint.rotated", webhook_endpoints.loggable_url(endpoint.url), organization=org, environment=args.env)
+    endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
 
 def cmd_webhook_remove(args, config):
     org = organization(args.org)
-    with models.db.atomic():
-        endpoint = webhook_endpoints.remove_endpoint(org.id, args.env)
-        audit.record("endpoint.removed", webhook_endpoints.loggable_url(endpoint.url), organization=org, environment=args.env)
+    endpoint = webhook_endpoints.remove_endpoint(org.id, args.env, actor=audit.CLI_ACTOR)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 
@@ -706,7 +670,7 @@ QUICKSTART_FACTOR = "desnz-2025-road-hgv-diesel-average-laden"
 def seed_sandbox(config: Config) -> str:
     """Create the sandbox organization, the factor library and a demo customer where missing; return a
     new test key. Each is in the audit trail, as when made by its own command."""
-    factor_files.load_library()
+    factor_files.load_library(actor=audit.CLI_ACTOR)
     with models.db.atomic():
         org = Organization.get_or_none(Organization.slug == SANDBOX_SLUG)
         if org is None:

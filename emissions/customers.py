@@ -74,8 +74,8 @@ class CustomerError(ValueError):
 
 
 def create(organization: Organization, environment: str, reference: str, name: str,
-           country: str | None = None, status: str = "active") -> Customer:
-    """A new customer of the organization in one environment (the CLI and the workspace make them)."""
+           country: str | None = None, status: str = "active", *, actor: str) -> Customer:
+    """A new customer of the organization in one environment, with its audit event."""
     found = problems(reference=reference, name=name, country=country or None, status=status)
     if environment not in ("test", "live"):
         found.append(("environment", "must be test or live"))
@@ -83,15 +83,19 @@ def create(organization: Organization, environment: str, reference: str, name: s
         raise CustomerError("; ".join(f"{field} {reason}" for field, reason in found))
     try:
         with db.atomic():
-            return Customer.create(organization=organization, environment=environment, reference=reference,
-                                   name=name, status=status, country_code=country.upper() if country else None)
+            customer = Customer.create(organization=organization, environment=environment, reference=reference,
+                                       name=name, status=status, country_code=country.upper() if country else None)
+            audit.record("customer.created", customer.reference, actor=actor, organization=organization,
+                         environment=environment, details={"name": customer.name, "country_code": customer.country_code,
+                                                           "status": customer.status})
+            return customer
     except pw.IntegrityError:
         raise CustomerError(f"customer {reference} already exists in {environment}") from None
 
 
 def update(customer: Customer, *, name: str | None = None, country: str | None = None,
-           status: str | None = None) -> dict:
-    """Change what is given (country "" clears it); return the changes made, as {field: new value}."""
+           status: str | None = None, actor: str) -> dict:
+    """Change what is given (country "" clears it) and audit it; return the changes made, as {field: new value}."""
     found = problems(name=name, country=country or None, status=status)
     if found:
         raise CustomerError("; ".join(f"{field} {reason}" for field, reason in found))
@@ -102,8 +106,11 @@ def update(customer: Customer, *, name: str | None = None, country: str | None =
         changes["country_code"] = customer.country_code = country.upper() or None
     if status is not None and status != customer.status:
         changes["status"] = customer.status = status
-    if changes:
-        customer.save()
+    if changes:  # a change to nothing is not an event
+        with db.atomic():
+            customer.save()
+            audit.record("customer.updated", customer.reference, actor=actor, organization=customer.organization_id,
+                         environment=customer.environment, details=changes)
     return changes
 
 
@@ -137,8 +144,8 @@ def read_import(stream: TextIO) -> tuple[list[ImportRow], list[RowProblem]]:
     return rows, found
 
 
-def import_customers(organization: Organization, environment: str, stream: TextIO, name: str = "csv",
-                     actor: str = audit.CLI_ACTOR) -> int:
+def import_customers(organization: Organization, environment: str, stream: TextIO, name: str = "csv", *,
+                     actor: str) -> int:
     """Create every customer in the CSV in one transaction, or none: raises ImportRejected.
     `name` (the file's) is the audit event's target."""
     rows, found = read_import(stream)

@@ -63,7 +63,7 @@ class LibraryLoad:
                 "references": {"created": self.created, "updated": self.updated}}
 
 
-def load_library(path: Path = LIBRARY_PATH, actor: str = audit.CLI_ACTOR, attempts: int = 3) -> LibraryLoad:
+def load_library(path: Path = LIBRARY_PATH, *, actor: str, attempts: int = 3) -> LibraryLoad:
     """Make the library's figures the active global version of each of its references.
 
     A reference not in the database gets version 1; one whose latest version differs from the
@@ -177,8 +177,8 @@ class ImportOutcome:
                 "unchanged": self.unchanged}
 
 
-def import_factors(stream: TextIO, organization: Organization | None = None, draft: bool = False,
-                   actor: str = audit.CLI_ACTOR, name: str = "") -> ImportOutcome:
+def import_factors(stream: TextIO, organization: Organization | None = None, draft: bool = False, *,
+                   actor: str, name: str = "") -> ImportOutcome:
     """Add every factor version in the CSV in one transaction, or none: raises ImportRejected.
 
     Each row adds a version of its reference, like `factor create` (active unless draft); a row

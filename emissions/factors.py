@@ -11,6 +11,7 @@ import decimal
 from dataclasses import dataclass, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 
+from . import audit
 from .db import EXACT_SUM, db
 from .models import MODES, Factor, Organization
 
@@ -145,14 +146,24 @@ def owner_problem(spec: Spec, previous: Factor | None, organization: Organizatio
 def create(reference: str, mode: str, value, name: str, source: str, *, region: str | None = None,
            valid_from: dt.date | None = None, valid_to: dt.date | None = None,
            organization: Organization | None = None, draft: bool = False,
-           ttw_value=None, wtt_value=None, **provenance) -> Factor:
-    """Add a new version of a factor; unless draft, it becomes active and supersedes the last one."""
+           ttw_value=None, wtt_value=None, actor: str, **provenance) -> Factor:
+    """Add a new version of a factor, with its audit event; unless draft, it becomes active and supersedes
+    the last one."""
     spec, found = check(reference, mode, name, source, value, ttw=ttw_value, wtt=wtt_value, region=region,
                         valid_from=valid_from, valid_to=valid_to, **provenance)
     if found:
         raise FactorError("; ".join(f"{name} {reason}" for name, reason in found))
     with db.atomic():
-        return add_version(spec, _latest(spec.reference), organization, draft)
+        factor = add_version(spec, _latest(spec.reference), organization, draft)
+        _record("factor.created", factor, actor, {"mode": factor.mode, "value": factor.value, "ttw": factor.ttw_value,
+                                                  "wtt": factor.wtt_value, "status": factor.status,
+                                                  "source": factor.source})
+        return factor
+
+
+def _record(action: str, factor: Factor, actor: str, details: dict | None = None) -> None:
+    audit.record(action, f"{factor.reference} v{factor.version}", actor=actor, organization=factor.organization_id,
+                 details=details)
 
 
 def _latest(reference: str) -> Factor | None:
@@ -182,25 +193,27 @@ def get_version(reference: str, version: int) -> Factor:
     return factor
 
 
-def activate(reference: str, version: int) -> Factor:
-    """Make one version active; the version active before it becomes superseded."""
+def activate(reference: str, version: int, *, actor: str) -> Factor:
+    """Make one version active, with its audit event; the version active before it becomes superseded."""
     with db.atomic():
         factor = get_version(reference, version)
         if factor.status != "active":
             _supersede_active(reference)
             factor.status = "active"
             factor.save()
+        _record("factor.activated", factor, actor)
     return factor
 
 
-def retire(reference: str) -> Factor:
-    """Retire the active version: new calculations can no longer use the reference."""
+def retire(reference: str, *, actor: str) -> Factor:
+    """Retire the active version, with its audit event: new calculations can no longer use the reference."""
     with db.atomic():
         factor = Factor.get_or_none((Factor.reference == reference) & (Factor.status == "active"))
         if factor is None:
             raise FactorError(f"factor {reference} has no active version to retire")
         factor.status = "retired"
         factor.save()
+        _record("factor.retired", factor, actor)
     return factor
 
 

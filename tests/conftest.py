@@ -125,9 +125,19 @@ def make_customer(org: Organization, reference: str = "cust-1", environment: str
 
 
 def make_factor(reference: str = "road-default", mode: str = "ROAD", value: str = "0.12522", **kwargs):
+    """A factor version by factors.create's rules, without the audit event a person's action leaves
+    (like make_customer, a fixture is no one's action)."""
     kwargs.setdefault("valid_from", dt.date(2025, 1, 1))
-    return factors.create(reference, mode, None if value is None else Decimal(value), kwargs.pop("name", "Road average"),
-                          kwargs.pop("source", "Test source"), **kwargs)
+    organization, draft = kwargs.pop("organization", None), kwargs.pop("draft", False)
+    spec, found = factors.check(reference, mode, kwargs.pop("name", "Road average"), kwargs.pop("source", "Test source"),
+                                None if value is None else Decimal(value), ttw=kwargs.pop("ttw_value", None),
+                                wtt=kwargs.pop("wtt_value", None), **kwargs)
+    if found:
+        raise factors.FactorError("; ".join(f"{name} {reason}" for name, reason in found))
+    previous = (models.Factor.select().where(models.Factor.reference == reference)
+                .order_by(models.Factor.version.desc()).first())
+    with models.db.atomic():
+        return factors.add_version(spec, previous, organization, draft)
 
 
 def logistics_body(**overrides) -> dict:

@@ -255,7 +255,7 @@ def test_import_is_one_transaction(acme, monkeypatch):
     monkeypatch.setattr(Customer, "insert_many", insert_many_racing)
     with pytest.raises(pw.IntegrityError):
         customers.import_customers(acme.org, "test", io.StringIO("reference,name\n" + "".join(
-            f"r-{n},Name {n}\n" for n in range(600))))
+            f"r-{n},Name {n}\n" for n in range(600))), actor="test")
     assert inserts == [500, 100]
     assert Customer.select().where(Customer.reference.startswith("r-")).count() == 0
 

@@ -189,7 +189,7 @@ def test_an_unreadable_file_is_one_line(run, app, tmp_path):
 
 @pytest.mark.on_both
 def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, tmp_path, acme, ok):
-    factor_files.load_library()
+    factor_files.load_library(actor="test")
     exported = tmp_path / "library.csv"
     assert ok("factor", "export", "--output", exported) == {
         "exported": 127 + 1, "organization": None, "file": str(exported)}  # and road-default

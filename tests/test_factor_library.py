@@ -109,7 +109,7 @@ def test_the_package_cites_the_publication_itself():
     ("desnz-2025-sea-crude-tanker-120000-199999-dwt", None, "0.00546"),
 ])
 def test_references_follow_the_documented_scheme(app, reference, forcing, value):
-    factor_files.load_library()
+    factor_files.load_library(actor="test")
     factor = models.Factor.get((models.Factor.reference == reference) & (models.Factor.status == "active"))
     assert (factor.radiative_forcing, factor.value) == (forcing, Decimal(value))
 
@@ -144,7 +144,7 @@ def test_a_database_with_the_first_six_factor_library_gets_new_versions_and_keep
     before = post_calculation(client, acme, "k1", status=201, factor_reference=old.reference)
     stored = models.Calculation.get_by_id(before.json["id"]).body
 
-    outcome = factor_files.load_library()
+    outcome = factor_files.load_library(actor="test")
     assert outcome.updated == [old.reference] and len(outcome.created) == 126
     new = models.Factor.get((models.Factor.reference == old.reference) & (models.Factor.status == "active"))
     assert (new.version, new.value, new.ttw_id) == (2, Decimal("0.12522"), "27_304_3140_14_1")
@@ -159,9 +159,9 @@ def test_a_database_with_the_first_six_factor_library_gets_new_versions_and_keep
 
 def test_a_retired_library_reference_stays_retired_and_a_private_one_is_left_to_its_owner(app, acme):
     make_factor("desnz-2025-sea-container-ship-average", mode="SEA", value="0.02", organization=acme.org)
-    factor_files.load_library()
-    factors.retire("desnz-2025-road-van-average-diesel")
-    outcome = factor_files.load_library()
+    factor_files.load_library(actor="test")
+    factors.retire("desnz-2025-road-van-average-diesel", actor="test")
+    outcome = factor_files.load_library(actor="test")
     assert sorted(outcome.skipped) == [("desnz-2025-road-van-average-diesel", "is retired"),
                                        ("desnz-2025-sea-container-ship-average", "belongs to acme")]
     assert not models.Factor.select().where((models.Factor.reference == "desnz-2025-road-van-average-diesel")

@@ -63,7 +63,7 @@ def test_a_replay_returns_200_with_the_original_body_and_writes_nothing(client, 
 @pytest.mark.on_both
 def test_a_replay_still_answers_after_the_factor_is_retired_and_the_customer_suspended(client, acme):
     first = post_calculation(client, acme, status=201)
-    factors.retire("road-default")
+    factors.retire("road-default", actor="test")
     models.Customer.update(status="suspended").where(models.Customer.id == acme.customer.id).execute()
     assert post_calculation(client, acme, status=200).body == first.body
 

@@ -144,7 +144,7 @@ def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
 def test_the_delivery_claim_reads_only_the_partial_indexes_of_due_events(config, acme, monkeypatch):
     for number in range(200):  # no endpoint yet: skipped, in no index but the primary key
         webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
-    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test")
     event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
     early = webhook_delivery.Deliverer(config, clock=lambda: event.created_at - dt.timedelta(minutes=1))
     late = webhook_delivery.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
@@ -197,7 +197,9 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
         activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor, factor_version=1,
         factor_value=factor.value, request_id=models.new_id(), body='{"id": "c"}')
     skipped = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
-    webhook_endpoints.set_endpoint(org.id, "test", "http://127.0.0.1:9/hook")
+    # As 0001 knew an endpoint: set_endpoint also writes an audit event, whose table 0003 adds.
+    models.WebhookEndpoint.create(organization=org, environment="test", url="http://127.0.0.1:9/hook",
+                                  secret=webhook_endpoints.new_secret())
     pending = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
     leased = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
     lease_ended = leased.created_at - dt.timedelta(seconds=1)

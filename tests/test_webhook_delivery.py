@@ -52,7 +52,7 @@ def receiver():
 
 def endpoint(persona, url: str, environment: str = "test") -> str:
     """Set the persona's endpoint; return its secret."""
-    return webhook_endpoints.set_endpoint(persona.org.id, environment, url)[1]
+    return webhook_endpoints.set_endpoint(persona.org.id, environment, url, actor="test")[1]
 
 
 def deliverer(config, **kwargs) -> webhook_delivery.Deliverer:

@@ -236,11 +236,11 @@ def test_test_endpoint_may_be_a_local_http_sandbox(url):
 
 @pytest.mark.on_both
 def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme):
-    endpoint, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a")
+    endpoint, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test")
     assert re.fullmatch(r"whsec_[0-9A-Za-z]{32}", first)
     endpoint.status, endpoint.disabled_reason = "disabled", "gone"
     endpoint.save()
-    _, second = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b")
+    _, second = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b", actor="test")
     stored = WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id)
     assert (stored.url, stored.secret, stored.status, stored.disabled_reason) == (
         "http://localhost:4000/b", second, "enabled", None)
@@ -250,14 +250,14 @@ def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme
 
 @pytest.mark.on_both
 def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
-    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a")
-    endpoint, rotated = webhook_endpoints.rotate_secret(acme.org.id, "test")
+    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test")
+    endpoint, rotated = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
     assert rotated != first and endpoint.url == "http://localhost:4000/a"
     assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated
-    webhook_endpoints.remove_endpoint(acme.org.id, "test")
+    webhook_endpoints.remove_endpoint(acme.org.id, "test", actor="test")
     assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
     with pytest.raises(webhook_endpoints.WebhookError, match="no webhook endpoint"):
-        webhook_endpoints.rotate_secret(acme.org.id, "test")
+        webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
 
 
 @pytest.mark.on_both
@@ -265,9 +265,9 @@ def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(cli
     from conftest import post_calculation
 
     post_calculation(client, acme, "no-endpoint", status=201)
-    webhook_endpoints.set_endpoint(acme.org.id, "live", "https://93.184.216.34/hooks")  # another environment
+    webhook_endpoints.set_endpoint(acme.org.id, "live", "https://93.184.216.34/hooks", actor="test")  # another environment
     post_calculation(client, acme, "live-endpoint-only", status=201, external_reference="s-2")
-    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks", actor="test")
     post_calculation(client, acme, "with-endpoint", status=201, external_reference="s-3")
     statuses = [event.delivery_status for event in WebhookEvent.select().order_by(WebhookEvent.created_at)]
     assert sorted(statuses) == ["pending", "skipped", "skipped"]

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 import peewee as pw
 
+from .. import audit
 from .. import auth
 from ..db import db
 from ..models import WebhookEndpoint, WebhookEvent, utcnow
@@ -113,9 +114,10 @@ def validate_url(url: str, environment: str, allow_private_live: bool = False,
     return url
 
 
-def set_endpoint(organization_id: int, environment: str, url: str, *, allow_private_live: bool = False,
+def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str, allow_private_live: bool = False,
                  resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
-    """Create or replace the organization's endpoint for an environment; return it and its new secret."""
+    """Create or replace the organization's endpoint for an environment, with its audit event; return
+    it and its new secret."""
     if environment not in ("test", "live"):
         raise WebhookError("environment must be test or live")
     url = validate_url(url, environment, allow_private_live, resolve)
@@ -131,29 +133,37 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, allow_priv
                 endpoint.url, endpoint.secret, endpoint.updated_at = url, secret, now
                 endpoint.status, endpoint.disabled_reason = "enabled", None
                 endpoint.save()
+            audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
+                         environment=environment)
     except pw.IntegrityError:
         raise WebhookError("the endpoint was changed at the same moment; try again") from None
     return endpoint, secret
 
 
-def rotate_secret(organization_id: int, environment: str) -> tuple[WebhookEndpoint, str]:
-    """Give the endpoint a new secret (used from the next attempt on); return it."""
-    endpoint = endpoint_for(organization_id, environment)
-    if endpoint is None:
-        raise WebhookError(f"no webhook endpoint is set for {environment}")
-    secret = new_secret()
-    (WebhookEndpoint.update(secret=secret, updated_at=utcnow())
-     .where(WebhookEndpoint.id == endpoint.id).execute())
-    endpoint.secret = secret
+def rotate_secret(organization_id: int, environment: str, *, actor: str) -> tuple[WebhookEndpoint, str]:
+    """Give the endpoint a new secret (used from the next attempt on), with its audit event; return it."""
+    with db.atomic():
+        endpoint = endpoint_for(organization_id, environment)
+        if endpoint is None:
+            raise WebhookError(f"no webhook endpoint is set for {environment}")
+        secret = new_secret()
+        (WebhookEndpoint.update(secret=secret, updated_at=utcnow())
+         .where(WebhookEndpoint.id == endpoint.id).execute())
+        endpoint.secret = secret
+        audit.record("endpoint.rotated", loggable_url(endpoint.url), actor=actor, organization=organization_id,
+                     environment=environment)
     return endpoint, secret
 
 
-def remove_endpoint(organization_id: int, environment: str) -> WebhookEndpoint:
-    """Delete the endpoint; events stay, and pending ones wait for a new endpoint."""
-    endpoint = endpoint_for(organization_id, environment)
-    if endpoint is None:
-        raise WebhookError(f"no webhook endpoint is set for {environment}")
-    endpoint.delete_instance()
+def remove_endpoint(organization_id: int, environment: str, *, actor: str) -> WebhookEndpoint:
+    """Delete the endpoint, with its audit event; events stay, and pending ones wait for a new endpoint."""
+    with db.atomic():
+        endpoint = endpoint_for(organization_id, environment)
+        if endpoint is None:
+            raise WebhookError(f"no webhook endpoint is set for {environment}")
+        endpoint.delete_instance()
+        audit.record("endpoint.removed", loggable_url(endpoint.url), actor=actor, organization=organization_id,
+                     environment=environment)
     return endpoint
 
 

@@ -544,11 +544,8 @@ class Workspace:
     def add_customer(self, session: Session, form: dict):
         fields = {name: _field(form, name).strip() for name in ("reference", "name", "country")}
         try:
-            with db.atomic():  # the change and its audit event, together or not at all
-                customer = customers.create(session.organization, session.environment, fields["reference"],
-                                            fields["name"], fields["country"] or None)
-                audit.record("customer.created", customer.reference, actor=session.actor,
-                             organization=session.organization, environment=session.environment)
+            customer = customers.create(session.organization, session.environment, fields["reference"],
+                                        fields["name"], fields["country"] or None, actor=session.actor)
         except customers.CustomerError as exc:
             return self.customers_page(error=f"Not added: {exc}.", status=400, form=fields)
         return redirect(customer_path(customer.reference))
@@ -580,18 +577,14 @@ class Workspace:
                           request_id=_request_id(), **self.chrome(session, "customers"))
         action = _field(form, "action")
         try:
-            with db.atomic():  # the change and its audit event, together or not at all
-                if action == "edit":
-                    changes = customers.update(customer, name=_field(form, "name"),
-                                               country=_field(form, "country").strip())
-                elif action in ("suspend", "reactivate"):
-                    changes = customers.update(customer, status="suspended" if action == "suspend" else "active")
-                else:
-                    raise customers.CustomerError("unknown action")
-                if changes:
-                    audit.record("customer.updated", customer.reference, actor=session.actor,
-                                 organization=session.organization, environment=session.environment,
-                                 details=changes)
+            if action == "edit":
+                customers.update(customer, name=_field(form, "name"), country=_field(form, "country").strip(),
+                                 actor=session.actor)
+            elif action in ("suspend", "reactivate"):
+                customers.update(customer, status="suspended" if action == "suspend" else "active",
+                                 actor=session.actor)
+            else:
+                raise customers.CustomerError("unknown action")
         except customers.CustomerError as exc:
             return self.customer_page(reference, error=f"Not saved: {exc}.", status=400,
                                       form={"name": _field(form, "name"), "country": _field(form, "country")})
@@ -615,23 +608,17 @@ class Workspace:
         org, environment, action = session.organization, session.environment, _field(form, "action")
         try:
             if action == "set":
-                with db.atomic():
-                    endpoint, secret = webhook_endpoints.set_endpoint(org.id, environment, _field(form, "url"),
-                                                             allow_private_live=self.allow_private_live)
-                    audit.record("endpoint.set", webhook_endpoints.loggable_url(endpoint.url), actor=session.actor,
-                                 organization=org, environment=environment)
-                    self.flash.put(session, "secret", {"secret": secret})  # no secret made that is never shown
+                with db.atomic():  # no secret made that is never shown: the flash joins the change
+                    _, secret = webhook_endpoints.set_endpoint(org.id, environment, _field(form, "url"),
+                                                               actor=session.actor,
+                                                               allow_private_live=self.allow_private_live)
+                    self.flash.put(session, "secret", {"secret": secret})
             elif action == "rotate":
-                with db.atomic():
-                    endpoint, secret = webhook_endpoints.rotate_secret(org.id, environment)
-                    audit.record("endpoint.rotated", webhook_endpoints.loggable_url(endpoint.url), actor=session.actor,
-                                 organization=org, environment=environment)
+                with db.atomic():  # as above
+                    _, secret = webhook_endpoints.rotate_secret(org.id, environment, actor=session.actor)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "remove":
-                with db.atomic():
-                    endpoint = webhook_endpoints.remove_endpoint(org.id, environment)
-                    audit.record("endpoint.removed", webhook_endpoints.loggable_url(endpoint.url), actor=session.actor,
-                                 organization=org, environment=environment)
+                webhook_endpoints.remove_endpoint(org.id, environment, actor=session.actor)
                 return redirect("/workspace/webhooks")
             elif action == "test":
                 event = webhook_events.send_test_event(org.id, environment)
