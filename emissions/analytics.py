@@ -72,13 +72,15 @@ def _analytics_text(environment: str, reference: str, rows: tuple) -> str:
     return jsoncodec.dumps(_analytics_view(environment, reference, rows))
 
 
-def _analytics_view(environment: str, reference: str, rows: list[tuple]) -> dict:
-    _, name, status, country_code = rows[0][:4]
+def _analytics_view(environment: str, reference: str, rows: list[store.CustomerWithRollup]) -> dict:
+    first = rows[0]
     decimal_of, date_of = CustomerRollup.activity_tkm.python_value, CustomerRollup.first_activity_date.python_value
-    rollups = [RollupRow(row[4], row[5], row[6], decimal_of(row[7]), decimal_of(row[8]), date_of(row[9]),
-                         date_of(row[10]), decimal_of(row[11]), decimal_of(row[12]))
-               for row in rows if row[4] is not None]
-    return customer_view(reference, name, status, country_code, summarize(environment, rollups))
+    rollups = [RollupRow(row.mode, row.business_context, row.calculation_count, decimal_of(row.activity_tkm),
+                         decimal_of(row.emissions_kg), date_of(row.first_activity_date),
+                         date_of(row.last_activity_date), decimal_of(row.emissions_ttw_kg),
+                         decimal_of(row.emissions_wtt_kg))
+               for row in rows if row.mode is not None]
+    return customer_view(reference, first.name, first.status, first.country_code, summarize(environment, rollups))
 
 
 def summarize(environment: str, rows) -> dict:

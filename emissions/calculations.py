@@ -104,14 +104,15 @@ def with_defaults(payload: dict) -> dict:
 
 
 @lru_cache(maxsize=1024)
-def _factor(row: tuple) -> Factor:
+def _factor(row: store.FactorRow) -> Factor:
     """The active factor version of a lookup row. Kept by the columns themselves (the lookup checks
     the status every time), so a kept one cannot differ from its row."""
-    return Factor(id=row[0], reference=row[1], version=row[2], mode=row[3], value=Factor.value.python_value(row[4]),
-                  name=row[5], source=row[6], region=row[7], valid_from=Factor.valid_from.python_value(row[8]),
-                  valid_to=Factor.valid_to.python_value(row[9]), status="active",
-                  ttw_value=Factor.ttw_value.python_value(row[10]),
-                  radiative_forcing=Factor.radiative_forcing.python_value(row[11]))
+    return Factor(id=row.id, reference=row.reference, version=row.version, mode=row.mode,
+                  value=Factor.value.python_value(row.value), name=row.name, source=row.source, region=row.region,
+                  valid_from=Factor.valid_from.python_value(row.valid_from),
+                  valid_to=Factor.valid_to.python_value(row.valid_to), status="active",
+                  ttw_value=Factor.ttw_value.python_value(row.ttw_value),
+                  radiative_forcing=Factor.radiative_forcing.python_value(row.radiative_forcing))
 
 
 def _replay(existing, payload_fingerprint: str) -> Outcome:
@@ -167,11 +168,14 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
     created_at = utcnow()
     body = jsoncodec.dumps(calculation_view(calculation_id, environment, payload, customer.reference, activity,
                                             emissions, factor, created_at, parts))
+    ttw, wtt = parts or (None, None)
     calculation = store.NewCalculation(
-        calculation_id, organization_id, environment, customer.id, payload["external_reference"], idempotency_key,
-        payload_fingerprint, payload["mode"], payload["business_context"], activity_date, cargo, distance,
-        activity, emissions, factor.id, factor.version, factor.value, request_id, body, created_at,
-        *(parts or (None, None)))
+        id=calculation_id, organization_id=organization_id, environment=environment, customer_id=customer.id,
+        external_reference=payload["external_reference"], idempotency_key=idempotency_key,
+        fingerprint=payload_fingerprint, mode=payload["mode"], business_context=payload["business_context"],
+        activity_date=activity_date, cargo_tonnes=cargo, distance_km=distance, activity_tkm=activity,
+        emissions_kg=emissions, factor_id=factor.id, factor_version=factor.version, factor_value=factor.value,
+        request_id=request_id, body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
     event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at)
     try:
         store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
