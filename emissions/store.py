@@ -14,6 +14,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
+import peewee as pw
+
 from .db import db, is_postgres
 from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent
 
@@ -134,7 +136,10 @@ def calculation_body(organization_id: int, environment: str, calculation_id: str
 _CALCULATION_FIELDS = tuple(Calculation._meta.sorted_fields)
 NewCalculation = namedtuple("NewCalculation", [field.column_name for field in _CALCULATION_FIELDS])
 NewCalculation.__doc__ = "A calculation's row, ready to be written: the columns of models.Calculation."
-_TO_DATABASE = tuple(field.db_value for field in _CALCULATION_FIELDS)
+# Text and integer columns go as they are (their db_value only coerces the types they already have);
+# dates, timestamps and decimals through their field's db_value.
+_CONVERTED = tuple((index, field.db_value) for index, field in enumerate(_CALCULATION_FIELDS)
+                   if not isinstance(field, (pw.CharField, pw.TextField, pw.IntegerField, pw.ForeignKeyField)))
 # By hand, with the columns from the model: the builder would compile this INSERT again on every request.
 INSERT_CALCULATION = (f"INSERT INTO calculation ({', '.join(NewCalculation._fields)})"
                       f" VALUES ({', '.join('?' for _ in NewCalculation._fields)})")
@@ -152,7 +157,9 @@ def write_calculation(calculation: NewCalculation, test_capacity: int, period: s
     IntegrityError when a calculation with the same idempotency key was committed first.
     """
     c = calculation
-    row = tuple(to_database(value) for to_database, value in zip(_TO_DATABASE, c))
+    row = list(c)
+    for index, to_database in _CONVERTED:
+        row[index] = to_database(row[index])
     parts = None if c.emissions_ttw_kg is None else (c.emissions_ttw_kg, c.emissions_wtt_kg)
     with db.atomic():
         run(INSERT_CALCULATION, row)
