@@ -15,9 +15,7 @@ from .db import EXACT_SUM, db, is_postgres
 from .models import Calculation, Customer, CustomerRollup, Organization, customer_view
 
 ZERO = Decimal(0)
-# Every sum is made in this context (SQLite's decimal_add uses it too): 100 digits hold any total the
-# bounded inputs can reach, and a result that would need rounding raises instead of drifting silently.
-EXACT = EXACT_SUM
+EXACT = EXACT_SUM  # every sum is made in this context, the one SQLite's decimal_add uses
 STREAM_BATCH = 5000
 
 Progress = Callable[[int], None]

@@ -33,7 +33,7 @@ def max_reference_length() -> int:
 
 
 def is_valid_reference(reference: str) -> bool:
-    """True when the reference keeps the path parameter's pattern and length (spec 4.3)."""
+    """True when the reference keeps the pattern and length of the OpenAPI document's customerReference."""
     return (len(reference) <= max_reference_length()
             and schemas.path_parameter_pattern("customerReference").match(reference) is not None)
 

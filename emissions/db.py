@@ -23,7 +23,7 @@ SQLITE_FIELD_TYPES = {"EXACTDECIMAL": "TEXT"}
 POSTGRES_FIELD_TYPES = {"EXACTDECIMAL": "NUMERIC"}
 
 # WAL lets readers run beside the one writer; synchronous=NORMAL in WAL mode keeps the database
-# consistent on power loss but may lose the last transactions (see README, "Durability").
+# consistent on power loss but may lose the last transactions (docs/operations.md, "Durability (SQLite)").
 SQLITE_PRAGMAS = (
     ("journal_mode", "wal"),
     ("synchronous", "normal"),
