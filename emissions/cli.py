@@ -244,6 +244,8 @@ def cmd_customer_update(args, config):
         raise CommandError(f"no customer {args.reference} in {args.org} ({args.env})")
     if args.name is None and args.country is None and args.status is None:
         raise CommandError("nothing to change: give --name, --country or --status")
+    if args.country == "":  # to customers.update "" clears; here only "none" does
+        raise CommandError("country must be a two-letter country code")
     clear_country = args.country is not None and args.country.lower() == "none"
     customers.update(customer, name=args.name, country="" if clear_country else args.country, status=args.status,
                      actor=audit.CLI_ACTOR)
