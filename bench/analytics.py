@@ -2,7 +2,7 @@
 
 Seeds a fresh database (SQLite file by default; --database-url postgresql://... uses a schema of its
 own, dropped afterwards) with bulk-inserted calculations, builds their rollups with
-`customers.rebuild()` (and checks them with `customers.verify()`), starts `emissions serve` on it
+`analytics.rebuild()` (and checks them with `analytics.verify()`), starts `emissions serve` on it
 and reads GET /v1/customers/{ref}/emissions for both customers over HTTP, interleaved, on one
 keep-alive connection. Prints p50/p95/p99 and the ratio large/small (goal: at most 1.5) and writes
 the results as JSON to bench/results/. For contrast it also times recomputing each customer's
@@ -34,11 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 from emissions import auth  # noqa: E402
 from emissions import calculations  # noqa: E402
-from emissions import customers  # noqa: E402
+from emissions import analytics  # noqa: E402
 from emissions import factors  # noqa: E402
 from emissions import jsoncodec  # noqa: E402
 from emissions import migrations  # noqa: E402
 from emissions import models  # noqa: E402
+from emissions.db import bind, open_database  # noqa: E402
 from emissions.models import Calculation, Customer, Organization  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -53,7 +54,7 @@ def fresh_database(url: str | None, directory: Path) -> tuple[str, callable]:
     if not url.startswith("postgres"):
         sys.exit("bench: --database-url must be a postgresql:// URL (SQLite is the default)")
     schema = f"bench_analytics_{os.getpid()}"
-    admin = models.open_database(url)
+    admin = open_database(url)
     admin.connect()
     admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     admin.execute_sql(f"CREATE SCHEMA {schema}")
@@ -69,11 +70,11 @@ def fresh_database(url: str | None, directory: Path) -> tuple[str, callable]:
 
 def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     """Organization, factors, customers and bulk-inserted calculations; returns a key and timings."""
-    database = models.bind(url)
+    database = bind(url)
     migrations.run(database)
     org = Organization.create(slug="bench", name="Bench")
     factor_rows = {mode: factors.create(f"bench-{mode.lower()}", mode, value, f"Bench {mode}", "bench",
-                                        valid_from=dt.date(2024, 1, 1))
+                                        valid_from=dt.date(2024, 1, 1), actor="bench")
                    for mode, value in FACTORS.items()}
     _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(os.environ.get("SECRET_KEY")),
                              name="bench")
@@ -85,11 +86,11 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     timings["seed_seconds"] = round(time.perf_counter() - started, 2)
 
     started = time.perf_counter()
-    rebuilt = customers.rebuild()
+    rebuilt = analytics.rebuild()
     timings["rebuild_seconds"] = round(time.perf_counter() - started, 2)
     timings["rebuild_calculations_per_second"] = round(rebuilt.calculations / timings["rebuild_seconds"])
     started = time.perf_counter()
-    verified = customers.verify()
+    verified = analytics.verify()
     timings["verify_seconds"] = round(time.perf_counter() - started, 2)
     if verified.drifted or verified.calculations != sum(sizes.values()):
         sys.exit("bench: the rollups do not match the seeded calculations")
@@ -97,7 +98,7 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     for reference in sizes:  # what a read would cost if it summed the calculations instead
         customer = Customer.get(Customer.reference == reference)
         started = time.perf_counter()
-        customers.expected_rollups(customer.id)
+        analytics.expected_rollups(customer.id)
         timings[f"recompute_ms_{reference}"] = round((time.perf_counter() - started) * 1000, 1)
     database.close()
     return key, timings

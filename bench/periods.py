@@ -3,7 +3,7 @@
 
 Seeds a fresh database like bench/analytics.py (whose helpers it uses), but spreads the activity dates
 over 2025 and 2026 with every mode and business context on most days, builds the rollups, day and
-month rows included, with `customers.rebuild()` (checked by `customers.verify()`), starts
+month rows included, with `customer_analytics.rebuild()` (checked by `customer_analytics.verify()`), starts
 `emissions serve` and reads the year 2026, and one quarter starting mid-month, for both customers
 over HTTP, taking turns on one keep-alive connection. Prints p50/p95/p99 and the ratio large/small
 (goal: at most 1.5) and writes the results as JSON to bench/results/.
@@ -26,7 +26,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import analytics as bench  # bench/analytics.py: fresh_database, start_server, measure
+from emissions import analytics as customer_analytics
 from emissions import auth, calculations, customers, factors, jsoncodec, migrations, models
+from emissions import db as db_setup
 from emissions.models import Calculation, Customer, Organization
 
 GOAL_RATIO = 1.5
@@ -72,7 +74,7 @@ def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int
 
 
 def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
-    database = models.bind(url)
+    database = db_setup.bind(url)
     migrations.run(database)
     org = Organization.create(slug="bench", name="Bench")
     factor_rows = {mode: factors.create(f"bench-{mode.lower()}", mode, value, f"Bench {mode}", "bench",
@@ -87,9 +89,9 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
         insert_calculations(org, customer, factor_rows, count)
     timings["seed_seconds"] = round(time.perf_counter() - started, 2)
     started = time.perf_counter()
-    customers.rebuild()
+    customer_analytics.rebuild()
     timings["rebuild_seconds"] = round(time.perf_counter() - started, 2)
-    verified = customers.verify()
+    verified = customer_analytics.verify()
     if verified.drifted or verified.calculations != sum(sizes.values()):
         sys.exit("bench: the rollups do not match the seeded calculations")
     timings["period_rows"] = {reference: models.CustomerPeriodRollup.select().join(Customer).where(

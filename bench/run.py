@@ -454,7 +454,7 @@ def main() -> int:
         "settings": {"connections": args.connections, "wrk_threads": args.wrk_threads,
                      "server_threads": threads, "peer_threads": "Waitress default", "seconds_per_round": args.duration, "rounds": args.rounds,
                      "warmup_seconds": args.warmup, "server_cpu": args.server_cpu if server_cpus else None,
-                     "rate_limit": "disabled", "database": "SQLite (fresh file, models.SQLITE_PRAGMAS)"},
+                     "rate_limit": "disabled", "database": "SQLite (fresh file, db.SQLITE_PRAGMAS)"},
         "scenarios": results,
         "workers": workers_measured,
     }

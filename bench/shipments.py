@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from analytics import RESULTS, start_server, summary  # noqa: E402
-from emissions import auth, factors, migrations, models  # noqa: E402
+from emissions import auth, factor_files, factors, migrations, models  # noqa: E402
+from emissions import db as db_setup  # noqa: E402
 from emissions.models import Customer, Organization  # noqa: E402
 
 GOAL_RATIO = 2.0
@@ -53,11 +54,11 @@ SHIPMENT = {
 
 def seed(url: str) -> str:
     """The library, a HUB factor, a customer and an organization without a capacity limit; returns a key."""
-    database = models.bind(url)
+    database = db_setup.bind(url)
     migrations.run(database)
-    factors.load_library()
+    factor_files.load_library(actor="bench")
     factors.create("bench-terminal", "HUB", None, "Bench terminal", "bench", ttw_value="0.95", wtt_value="0.35",
-                   valid_from=dt.date(2024, 1, 1), hub_type="container_terminal")
+                   valid_from=dt.date(2024, 1, 1), hub_type="container_terminal", actor="bench")
     org = Organization.create(slug="bench", name="Bench", test_capacity=10**9)
     Customer.create(organization=org, environment="test", reference="bench-customer", name="Bench customer")
     _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(os.environ.get("SECRET_KEY")),

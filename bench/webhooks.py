@@ -6,7 +6,7 @@
    WEBHOOK_POLL_SECONDS); M calculations are POSTed one after another, and for each the time from
    its 201 arriving at the client to its event arriving at the receiver is measured.
 
-The receiver verifies every signature (webhooks.verify); a bad one is counted and reported.
+The receiver verifies every signature (webhook_signing.verify); a bad one is counted and reported.
 Usage: .venv/bin/python bench/webhooks.py [--events 2000] [--calculations 200] [--poll 1,0.1]
 [--database-url URL] (default: a fresh SQLite file). Writes JSON to bench/results/.
 """
@@ -37,7 +37,10 @@ from emissions import auth  # noqa: E402
 from emissions import factors  # noqa: E402
 from emissions import migrations  # noqa: E402
 from emissions import models  # noqa: E402
-from emissions import webhooks  # noqa: E402
+from emissions.db import bind  # noqa: E402
+from emissions.webhooks import endpoints as webhook_endpoints  # noqa: E402
+from emissions.webhooks import events as webhook_events  # noqa: E402
+from emissions.webhooks import signing as webhook_signing  # noqa: E402
 
 RESULTS = HERE / "results"
 
@@ -61,9 +64,9 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 arrived = time.perf_counter()
                 try:
-                    event_id = webhooks.verify(receiver.secret, self.headers, body)
+                    event_id = webhook_signing.verify(receiver.secret, self.headers, body)
                     good = True
-                except webhooks.InvalidSignature:
+                except webhook_signing.InvalidSignature:
                     event_id, good = None, False
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
@@ -108,15 +111,15 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def seed(database_url: str, receiver: Receiver) -> tuple[models.Organization, str]:
     """An organization with a customer, a factor, an all-scope test key and the receiver as endpoint."""
-    database = models.bind(database_url)
+    database = bind(database_url)
     migrations.run(database)
     slug = f"bench-{int(time.time())}"
     org = models.Organization.create(slug=slug, name="Bench")
     models.Customer.create(organization=org, environment="test", reference="bench-customer", name="Bench")
     if not models.Factor.select().where(models.Factor.reference == "bench-webhooks-road").exists():
-        factors.create("bench-webhooks-road", "ROAD", "0.1", "Bench road", "Bench", valid_from=dt.date(2025, 1, 1))
+        factors.create("bench-webhooks-road", "ROAD", "0.1", "Bench road", "Bench", valid_from=dt.date(2025, 1, 1), actor="bench")
     _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(os.environ.get("SECRET_KEY")))
-    _, receiver.secret = webhooks.set_endpoint(org.id, "test", receiver.url)
+    _, receiver.secret = webhook_endpoints.set_endpoint(org.id, "test", receiver.url, actor="bench")
     return org, key
 
 
@@ -125,7 +128,7 @@ def throughput(database_url: str, org: models.Organization, receiver: Receiver, 
     data = json.dumps({"bench": True, "padding": "x" * 900})  # about the size of a calculation
     with models.db.atomic():
         for _ in range(events):
-            webhooks.record_event(org.id, "test", "calculation.succeeded", data)
+            webhook_events.record_event(org.id, "test", "calculation.succeeded", data)
     start = len(receiver.arrivals)
     env = {**os.environ, "DATABASE_URL": database_url}
     started = time.perf_counter()

@@ -26,6 +26,7 @@ from . import statements
 from . import store
 from . import workspace
 from .config import Config
+from .db import bind, db
 from .errors import ApiError, InvalidRequest, NotFound
 from .limits import RateLimiter
 from .recent import RecentCalculations
@@ -128,7 +129,7 @@ def drop_connection() -> None:
     next request opens a new one instead of failing the same way forever.
     """
     try:
-        models.db.close()
+        db.close()
     except Exception:  # nothing more to do: the connection is already unusable
         pass
 
@@ -459,7 +460,7 @@ def _error_handlers(app: Service) -> None:
 def create_app(config: Config | None = None) -> Service:
     """Build the application: bind the database, apply migrations, wire routes and plugins."""
     config = config or Config.from_env()
-    database = models.bind(config.database_url, config.postgres_waits)
+    database = bind(config.database_url, config.postgres_waits)
     migrations.run(database)
     secret = auth.instance_secret(config.secret_key)
     app = Service(config, auth.KeyStore(secret, config.key_cache_seconds),

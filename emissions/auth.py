@@ -15,7 +15,8 @@ import peewee as pw
 
 from .errors import AuthenticationError, PermissionError_
 from . import store
-from .models import ApiKey, InstanceSecret, Organization, SCOPES, db, utcnow
+from .db import db
+from .models import ApiKey, InstanceSecret, Organization, SCOPES, utcnow
 
 BASE62 = string.digits + string.ascii_letters
 KEY_RANDOM_LENGTH = 40  # base62 characters, about 238 bits

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playhouse import db_url
 
-from .models import db, is_sqlite
+from .db import db, is_sqlite
 
 
 class BackupError(RuntimeError):

@@ -14,11 +14,12 @@ from . import factors
 from . import jsoncodec
 from . import limits
 from . import store
-from . import webhooks
+from .webhooks import events as webhook_events
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
-from .models import Factor, db, isoformat, new_id, utcnow
+from .db import db
+from .models import Factor, isoformat, new_id, utcnow
 
 SIX_PLACES = Decimal("0.000001")
 SCOPE3_CATEGORY = {"upstream": 4, "downstream": 9}
@@ -103,16 +104,16 @@ def with_defaults(payload: dict) -> dict:
 
 
 @lru_cache(maxsize=1024)
-def factor_of_row(row: tuple) -> Factor:
-    """The active factor version of a lookup row (a 13th column, where given, is a shipment's hub_type).
-    Kept by the columns themselves (the lookup checks the status every time), so a kept one cannot
-    differ from its row."""
-    return Factor(id=row[0], reference=row[1], version=row[2], mode=row[3], value=Factor.value.python_value(row[4]),
-                  name=row[5], source=row[6], region=row[7], valid_from=Factor.valid_from.python_value(row[8]),
-                  valid_to=Factor.valid_to.python_value(row[9]), status="active",
-                  ttw_value=Factor.ttw_value.python_value(row[10]),
-                  radiative_forcing=Factor.radiative_forcing.python_value(row[11]),
-                  hub_type=row[12] if len(row) > 12 else None)
+def factor_of_row(row: store.FactorRow) -> Factor:
+    """The active factor version of a lookup row. Kept by the columns themselves (the lookup checks
+    the status every time), so a kept one cannot differ from its row."""
+    return Factor(id=row.id, reference=row.reference, version=row.version, mode=row.mode,
+                  value=Factor.value.python_value(row.value), name=row.name, source=row.source, region=row.region,
+                  valid_from=Factor.valid_from.python_value(row.valid_from),
+                  valid_to=Factor.valid_to.python_value(row.valid_to), status="active",
+                  ttw_value=Factor.ttw_value.python_value(row.ttw_value),
+                  radiative_forcing=Factor.radiative_forcing.python_value(row.radiative_forcing),
+                  hub_type=row.hub_type)
 
 
 def _replay(existing, payload_fingerprint: str) -> Outcome:
@@ -168,12 +169,15 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
     created_at = utcnow()
     body = jsoncodec.dumps(calculation_view(calculation_id, environment, payload, customer.reference, activity,
                                             emissions, factor, created_at, parts))
+    ttw, wtt = parts or (None, None)
     calculation = store.NewCalculation(
-        calculation_id, organization_id, environment, customer.id, payload["external_reference"], idempotency_key,
-        payload_fingerprint, payload["mode"], payload["business_context"], activity_date, cargo, distance,
-        activity, emissions, factor.id, factor.version, factor.value, request_id, body, created_at,
-        *(parts or (None, None)))
-    event = webhooks.new_event(organization_id, environment, "calculation.succeeded", body, created_at)
+        id=calculation_id, organization_id=organization_id, environment=environment, customer_id=customer.id,
+        external_reference=payload["external_reference"], idempotency_key=idempotency_key,
+        fingerprint=payload_fingerprint, mode=payload["mode"], business_context=payload["business_context"],
+        activity_date=activity_date, cargo_tonnes=cargo, distance_km=distance, activity_tkm=activity,
+        emissions_kg=emissions, factor_id=factor.id, factor_version=factor.version, factor_value=factor.value,
+        request_id=request_id, body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
+    event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at)
     try:
         store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
     except store.CapacityUsedUp:
@@ -195,5 +199,5 @@ def _fail(organization_id: int, environment: str, payload: dict, request_id: str
         "error": {"code": error.code, "message": error.message, "request_id": request_id},
     })
     with db.atomic():
-        store.insert_event(webhooks.new_event(organization_id, environment, "calculation.failed", data))
+        store.insert_event(webhook_events.new_event(organization_id, environment, "calculation.failed", data))
     raise error

@@ -19,10 +19,12 @@ from playhouse import db_url
 
 import emissions
 
+from . import analytics
 from . import audit
 from . import auth
 from . import backup
 from . import customers
+from . import factor_files
 from . import factors
 from . import jsoncodec
 from . import keys
@@ -32,10 +34,13 @@ from . import migrations
 from . import models
 from . import organizations
 from . import statements
-from . import webhooks
+from .webhooks import delivery as webhook_delivery
+from .webhooks import endpoints as webhook_endpoints
+from .webhooks import events as webhook_events
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
 from .csvimport import ImportRejected
+from .db import bind
 from .models import Customer, Organization, SCOPES
 
 
@@ -44,8 +49,9 @@ class CommandError(Exception):
 
 
 # The domain's own refusals: their messages are written for people, so they are printed as they are.
-DOMAIN_ERRORS = (organizations.OrganizationError, keys.ApiKeyError, factors.FactorError, webhooks.WebhookError,
-                 customers.CustomerError, workspace.WorkspaceError, backup.BackupError)
+DOMAIN_ERRORS = (organizations.OrganizationError, keys.ApiKeyError, factors.FactorError,
+                 webhook_endpoints.WebhookError, customers.CustomerError, workspace.WorkspaceError,
+                 backup.BackupError)
 
 
 def prose(value) -> str:
@@ -172,18 +178,9 @@ def cmd_key_list(args, config):
 
 def cmd_customer_create(args, config):
     org = organization(args.org)
-    with models.db.atomic():
-        customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status)
-        audit.record("customer.created", customer.reference, organization=org, environment=args.env,
-                     details={"name": customer.name, "country_code": customer.country_code,
-                              "status": customer.status})
+    customer = customers.create(org, args.env, args.reference, args.name, args.country, args.status,
+                                actor=audit.CLI_ACTOR)
     emit(args, customer_dict(customer))
-
-
-def check_customer_fields(**values) -> None:
-    found = customers.problems(**values)
-    if found:
-        raise CommandError("; ".join(f"{name} {reason}" for name, reason in found))
 
 
 def cmd_customer_update(args, config):
@@ -193,20 +190,11 @@ def cmd_customer_update(args, config):
         raise CommandError(f"no customer {args.reference} in {args.org} ({args.env})")
     if args.name is None and args.country is None and args.status is None:
         raise CommandError("nothing to change: give --name, --country or --status")
+    if args.country == "":  # to customers.update "" clears; here only "none" does
+        raise CommandError("country must be a two-letter country code")
     clear_country = args.country is not None and args.country.lower() == "none"
-    check_customer_fields(name=args.name, country=None if clear_country else args.country)
-    if args.name is not None:
-        customer.name = args.name.strip()
-    if args.country is not None:
-        customer.country_code = None if clear_country else args.country.upper()
-    if args.status is not None:
-        customer.status = args.status
-    changes = {name: value for name, value in (("name", args.name), ("country", args.country),
-                                               ("status", args.status)) if value is not None}
-    with models.db.atomic():
-        customer.save()
-        audit.record("customer.updated", customer.reference, organization=org, environment=args.env,
-                     details=changes)
+    customers.update(customer, name=args.name, country="" if clear_country else args.country, status=args.status,
+                     actor=audit.CLI_ACTOR)
     emit(args, customer_dict(customer))
 
 
@@ -244,7 +232,8 @@ def import_file(args, racing: str, load):
 def cmd_customer_import(args, config):
     org = organization(args.org)
     imported = import_file(args, "a customer with one of its references",
-                           lambda stream: customers.import_customers(org, args.env, stream, name=args.file))
+                           lambda stream: customers.import_customers(org, args.env, stream, name=args.file,
+                                                                      actor=audit.CLI_ACTOR))
     emit(args, {"imported": imported, "organization": org.slug, "environment": args.env},
          f"imported {imported} customers into {org.slug} ({args.env})")
 
@@ -283,10 +272,10 @@ DRIFT_EXIT_STATUS = 3  # verify found drift: distinct from 1 (error) and 2 (usag
 
 
 def run_check(args, check):
-    """Run customers.verify or .rebuild over --org/--env, with a progress bar when asked or on a tty."""
+    """Run analytics.verify or .rebuild over --org/--env, with a progress bar when asked or on a tty."""
     organization_id = organization(args.org).id if args.org else None
     show = args.progress if args.progress is not None else sys.stderr.isatty()
-    bar = ProgressBar(customers.count_calculations(organization_id, args.env), "calculations") if show else None
+    bar = ProgressBar(analytics.count_calculations(organization_id, args.env), "calculations") if show else None
     outcome = check(organization_id, args.env, progress=bar.advance if bar else None)
     if bar:
         bar.finish()
@@ -318,7 +307,7 @@ def emit_check(args, outcome, listed_as: str) -> list[dict]:
 
 
 def cmd_analytics_verify(args, config):
-    drifted = emit_check(args, run_check(args, customers.verify), "drifted")
+    drifted = emit_check(args, run_check(args, analytics.verify), "drifted")
     if drifted:
         print(f"emissions: analytics drift in {len(drifted)} customer(s); "
               "`emissions analytics rebuild` repairs it", file=sys.stderr)
@@ -327,7 +316,7 @@ def cmd_analytics_verify(args, config):
 
 
 def cmd_analytics_rebuild(args, config):
-    emit_check(args, run_check(args, customers.rebuild), "repaired")
+    emit_check(args, run_check(args, analytics.rebuild), "repaired")
 
 
 def read_password(args, confirm: bool = True) -> str:
@@ -393,34 +382,21 @@ def cmd_factor_create(args, config):
     if args.value is None and (args.ttw is None or args.wtt is None):
         raise CommandError("give --value, or --ttw and --wtt together")
     org = organization(args.org) if args.org else None
-    with models.db.atomic():
-        factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
-                                region=args.region, valid_from=parse_date(args.valid_from),
-                                valid_to=parse_date(args.valid_to), organization=org, draft=args.draft,
-                                ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing,
-                                hub_type=args.hub_type)
-        record_factor("factor.created", factor, {"mode": factor.mode, "value": factor.value,
-                                                 "ttw": factor.ttw_value, "wtt": factor.wtt_value,
-                                                 "status": factor.status, "source": factor.source})
+    factor = factors.create(args.reference, args.mode, args.value, args.name, args.source,
+                            region=args.region, valid_from=parse_date(args.valid_from),
+                            valid_to=parse_date(args.valid_to), organization=org, draft=args.draft,
+                            ttw_value=args.ttw, wtt_value=args.wtt, radiative_forcing=args.radiative_forcing,
+                            hub_type=args.hub_type, actor=audit.CLI_ACTOR)
     emit(args, {"reference": factor.reference, "version": factor.version, "status": factor.status})
 
 
-def record_factor(action: str, factor: models.Factor, details: dict | None = None) -> None:
-    audit.record(action, f"{factor.reference} v{factor.version}", organization=factor.organization,
-                 details=details)
-
-
 def cmd_factor_activate(args, config):
-    with models.db.atomic():
-        factor = factors.activate(args.reference, args.version)
-        record_factor("factor.activated", factor)
+    factor = factors.activate(args.reference, args.version, actor=audit.CLI_ACTOR)
     emit(args, factor.to_dict())
 
 
 def cmd_factor_retire(args, config):
-    with models.db.atomic():
-        factor = factors.retire(args.reference)
-        record_factor("factor.retired", factor)
+    factor = factors.retire(args.reference, actor=audit.CLI_ACTOR)
     emit(args, factor.to_dict())
 
 
@@ -433,9 +409,9 @@ def cmd_factor_list(args, config):
 
 
 def cmd_factor_load_library(args, config):
-    outcome = factors.load_library()
-    publication = factors.library()["publication"]
-    data = {"library": factors.LIBRARY_PATH.name, **outcome.to_dict(),
+    outcome = factor_files.load_library(actor=audit.CLI_ACTOR)
+    publication = factor_files.library()["publication"]
+    data = {"library": factor_files.LIBRARY_PATH.name, **outcome.to_dict(),
             "publication": {key: publication[key] for key in ("title", "publisher", "year", "licence")}}
     skipped = [f"skipped {item['reference']}: {item['reason']}" for item in data["skipped"]]
     emit(args, data, "\n".join(skipped + [
@@ -447,7 +423,8 @@ def cmd_factor_load_library(args, config):
 def cmd_factor_import(args, config):
     org = organization(args.org) if args.org else None
     outcome = import_file(args, "a version of one of its references",
-                          lambda stream: factors.import_factors(stream, org, draft=args.draft, name=args.file))
+                          lambda stream: factor_files.import_factors(stream, org, draft=args.draft, name=args.file,
+                                                                     actor=audit.CLI_ACTOR))
     owner = org.slug if org else "the global library"
     emit(args, {**outcome.to_dict(), "organization": org.slug if org else None, "draft": args.draft},
          f"imported {outcome.to_dict()['imported']} factor versions into {owner}"
@@ -458,7 +435,7 @@ def cmd_factor_import(args, config):
 def cmd_factor_export(args, config):
     org = organization(args.org) if args.org else None
     buffer = io.StringIO()
-    count = factors.export_factors(buffer, org)
+    count = factor_files.export_factors(buffer, org)
     if args.output:
         try:
             with open(args.output, "w", newline="", encoding="utf-8") as stream:
@@ -523,13 +500,11 @@ def cmd_statement(args, config):
 
 def cmd_webhook_set(args, config):
     org = organization(args.org)
-    previous = webhooks.endpoint_for(org.id, args.env)
-    with models.db.atomic():
-        endpoint, secret = webhooks.set_endpoint(org.id, args.env, args.url,
-                                                 allow_private_live=config.webhook_allow_private_live)
-        audit.record("endpoint.set", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
+    previous = webhook_endpoints.endpoint_for(org.id, args.env)
+    endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url, actor=audit.CLI_ACTOR,
+                                                      allow_private_live=config.webhook_allow_private_live)
     if previous is not None and previous.status == "disabled":
-        skipped = webhooks.skipped_since(org.id, args.env, previous.updated_at)
+        skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
             print(f"emissions: {skipped} events were skipped while the endpoint was disabled; "
                   f"`emissions webhook redeliver --since {models.isoformat(previous.updated_at)} --status skipped "
@@ -540,23 +515,19 @@ def cmd_webhook_set(args, config):
 
 def cmd_webhook_rotate(args, config):
     org = organization(args.org)
-    with models.db.atomic():
-        endpoint, secret = webhooks.rotate_secret(org.id, args.env)
-        audit.record("endpoint.rotated", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
+    endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR)
     emit(args, {"url": endpoint.url, "secret": secret},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
 
 
 def cmd_webhook_remove(args, config):
     org = organization(args.org)
-    with models.db.atomic():
-        endpoint = webhooks.remove_endpoint(org.id, args.env)
-        audit.record("endpoint.removed", webhooks.loggable_url(endpoint.url), organization=org, environment=args.env)
+    endpoint = webhook_endpoints.remove_endpoint(org.id, args.env, actor=audit.CLI_ACTOR)
     emit(args, {"url": endpoint.url, "removed": True}, f"removed {endpoint.url}")
 
 
 def cmd_webhook_show(args, config):
-    endpoint = webhooks.endpoint_for(organization(args.org).id, args.env)
+    endpoint = webhook_endpoints.endpoint_for(organization(args.org).id, args.env)
     if endpoint is None:
         raise CommandError(f"no webhook endpoint is set for {args.org} ({args.env})")
     emit(args, endpoint.to_dict())
@@ -566,7 +537,7 @@ def cmd_webhook_deliveries(args, config):
     if not 1 <= args.limit <= MAX_DELIVERIES_LISTED:
         raise CommandError(f"--limit must be at least 1 and at most {MAX_DELIVERIES_LISTED}")
     org_id = organization(args.org).id if args.org else None
-    rows = webhooks.recent_deliveries(org_id, args.env, args.limit)
+    rows = webhook_events.recent_deliveries(org_id, args.env, args.limit)
     lines = []
     for row in rows:
         lines.append(f"{row['created_at']}  {row['event_id']}  {row['type']}  {row['organization']}/"
@@ -581,19 +552,19 @@ def cmd_webhook_redeliver(args, config):
     if (args.event_id is None) == (args.since is None):
         raise CommandError("give an event id, or --since DATE for every event since then")
     if args.event_id is not None:
-        event = webhooks.redeliver(args.event_id)
+        event = webhook_events.redeliver(args.event_id)
         emit(args, event.to_dict(), f"queued {event.id} for delivery now")
         return
     since = parse_timestamp(args.since)
     statuses = tuple(status.strip() for status in args.status.split(",") if status.strip())
     org_id = organization(args.org).id if args.org else None
-    queued = webhooks.redeliver_since(since, statuses, org_id, args.env)
+    queued = webhook_events.redeliver_since(since, statuses, org_id, args.env)
     emit(args, {"queued": queued, "since": models.isoformat(since), "statuses": list(statuses)},
          f"queued {queued} events created since {models.isoformat(since)} ({', '.join(statuses)}) for delivery now")
 
 
 def cmd_prune(args, config):
-    deleted = webhooks.prune(dt.timedelta(days=args.older_than))
+    deleted = webhook_events.prune(dt.timedelta(days=args.older_than))
     emit(args, {**deleted, "older_than_days": args.older_than},
          f"deleted {deleted['events']} finished webhook events and {deleted['attempts']} attempts "
          f"older than {args.older_than} days")
@@ -620,7 +591,7 @@ def cmd_audit(args, config):
 
 def cmd_deliver(args, config):
     """Deliver due webhooks: once (--once), or every WEBHOOK_POLL_SECONDS until SIGTERM or Ctrl-C."""
-    deliverer = webhooks.Deliverer(config)
+    deliverer = webhook_delivery.Deliverer(config)
     try:
         if args.once:
             emit(args, deliverer.run_once())
@@ -675,16 +646,12 @@ QUICKSTART_FACTOR = "desnz-2025-road-hgv-diesel-average-laden"
 def seed_sandbox(config: Config) -> str:
     """Create the sandbox organization, the factor library and a demo customer where missing; return a
     new test key. Each is in the audit trail, as when made by its own command."""
-    factors.load_library()
+    factor_files.load_library(actor=audit.CLI_ACTOR)
     org = organizations.find(SANDBOX_SLUG)
     if org is None:
         org = organizations.create("Sandbox", slug=SANDBOX_SLUG, actor=audit.CLI_ACTOR)
     if customers.find(org.id, "test", DEMO_CUSTOMER) is None:
-        with models.db.atomic():
-            customer = customers.create(org, "test", DEMO_CUSTOMER, "Demo Customer Ltd", "GB")
-            audit.record("customer.created", customer.reference, organization=org, environment="test",
-                         details={"name": customer.name, "country_code": customer.country_code,
-                                  "status": customer.status})
+        customers.create(org, "test", DEMO_CUSTOMER, "Demo Customer Ltd", "GB", actor=audit.CLI_ACTOR)
     _, plain = keys.create(org, "test", list(SCOPES), secret=auth.instance_secret(config.secret_key),
                            name="quickstart", actor=audit.CLI_ACTOR)
     return plain
@@ -1042,7 +1009,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CommandError(pending_message(len(migrations.available())))
         try:
             # A connect timeout and keepalives, but no statement timeout: a command may run long (prune, migrate).
-            database = models.bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
+            database = bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
         except ValueError as exc:  # a DATABASE_URL of an unknown kind
             raise CommandError(str(exc)) from None
         if migrating:

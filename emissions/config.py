@@ -205,7 +205,7 @@ class Config:
 
     @property
     def postgres_waits(self) -> "postgres.PostgresWaits":
-        """The DATABASE_* waits, for models.bind."""
+        """The DATABASE_* waits, for db.bind."""
         return postgres.PostgresWaits(self.database_connect_timeout, self.database_statement_timeout,
                                       self.database_keepalives_idle, self.database_keepalives_interval,
                                       self.database_keepalives_count)

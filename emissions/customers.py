@@ -1,37 +1,22 @@
-"""Customers and their analytics, kept as rollup rows updated with every calculation.
+"""Customer records: finding, validating, creating, updating and importing them.
 
-Also the operator's side: validating and importing customers, and verifying or rebuilding the
-rollups from the stored calculations.
+Their analytics (the rollup rows, verify and rebuild) are in emissions.analytics.
 """
 from __future__ import annotations
 
-import datetime as dt
-import uuid
-from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import lru_cache
-from typing import Callable, Iterator, NamedTuple, TextIO
+from dataclasses import dataclass
+from typing import TextIO
 
 import peewee as pw
 
 from . import audit
-from . import jsoncodec
-from . import periods
 from . import schemas
-from . import store
 from .csvimport import ImportRejected, RowProblem, read_records
-from .models import (EXACT_SUM, HUB, Calculation, Customer, CustomerRollup, Organization, ShipmentHub, customer_view, db,
-                     is_postgres)
+from .db import db
+from .models import Customer, Organization
 
 STATUSES = ("active", "suspended", "archived")
 MAX_NAME = 200
-ZERO = Decimal(0)
-# Every sum is made in this context (SQLite's decimal_add uses it too): 100 digits hold any total the
-# bounded inputs can reach, and a result that would need rounding raises instead of drifting silently.
-EXACT = EXACT_SUM
-STREAM_BATCH = 5000
-
-Progress = Callable[[int], None]
 
 
 def find(organization_id: int, environment: str, reference: str) -> Customer | None:
@@ -48,7 +33,7 @@ def max_reference_length() -> int:
 
 
 def is_valid_reference(reference: str) -> bool:
-    """True when the reference keeps the path parameter's pattern and length (spec 4.3)."""
+    """True when the reference keeps the pattern and length of the OpenAPI document's customerReference."""
     return (len(reference) <= max_reference_length()
             and schemas.path_parameter_pattern("customerReference").match(reference) is not None)
 
@@ -89,8 +74,8 @@ class CustomerError(ValueError):
 
 
 def create(organization: Organization, environment: str, reference: str, name: str,
-           country: str | None = None, status: str = "active") -> Customer:
-    """A new customer of the organization in one environment (the CLI and the workspace make them)."""
+           country: str | None = None, status: str = "active", *, actor: str) -> Customer:
+    """A new customer of the organization in one environment, with its audit event."""
     found = problems(reference=reference, name=name, country=country or None, status=status)
     if environment not in ("test", "live"):
         found.append(("environment", "must be test or live"))
@@ -98,15 +83,19 @@ def create(organization: Organization, environment: str, reference: str, name: s
         raise CustomerError("; ".join(f"{field} {reason}" for field, reason in found))
     try:
         with db.atomic():
-            return Customer.create(organization=organization, environment=environment, reference=reference,
-                                   name=name, status=status, country_code=country.upper() if country else None)
+            customer = Customer.create(organization=organization, environment=environment, reference=reference,
+                                       name=name, status=status, country_code=country.upper() if country else None)
+            audit.record("customer.created", customer.reference, actor=actor, organization=organization,
+                         environment=environment, details={"name": customer.name, "country_code": customer.country_code,
+                                                           "status": customer.status})
+            return customer
     except pw.IntegrityError:
         raise CustomerError(f"customer {reference} already exists in {environment}") from None
 
 
 def update(customer: Customer, *, name: str | None = None, country: str | None = None,
-           status: str | None = None) -> dict:
-    """Change what is given (country "" clears it); return the changes made, as {field: new value}."""
+           status: str | None = None, actor: str) -> dict:
+    """Change what is given (country "" clears it) and audit it; return the changes made, as {field: new value}."""
     found = problems(name=name, country=country or None, status=status)
     if found:
         raise CustomerError("; ".join(f"{field} {reason}" for field, reason in found))
@@ -117,8 +106,11 @@ def update(customer: Customer, *, name: str | None = None, country: str | None =
         changes["country_code"] = customer.country_code = country.upper() or None
     if status is not None and status != customer.status:
         changes["status"] = customer.status = status
-    if changes:
-        customer.save()
+    if changes:  # a change to nothing is not an event
+        with db.atomic():
+            customer.save()
+            audit.record("customer.updated", customer.reference, actor=actor, organization=customer.organization_id,
+                         environment=customer.environment, details=changes)
     return changes
 
 
@@ -152,8 +144,8 @@ def read_import(stream: TextIO) -> tuple[list[ImportRow], list[RowProblem]]:
     return rows, found
 
 
-def import_customers(organization: Organization, environment: str, stream: TextIO, name: str = "csv",
-                     actor: str = audit.CLI_ACTOR) -> int:
+def import_customers(organization: Organization, environment: str, stream: TextIO, name: str = "csv", *,
+                     actor: str) -> int:
     """Create every customer in the CSV in one transaction, or none: raises ImportRejected.
     `name` (the file's) is the audit event's target."""
     rows, found = read_import(stream)
@@ -177,344 +169,3 @@ def import_customers(organization: Organization, environment: str, stream: TextI
         audit.record("customer.imported", name, actor=actor, organization=organization, environment=environment,
                      details={"imported": len(rows)})
     return len(rows)
-
-
-# --- the analytics, read from the rollup -------------------------------------------------------
-
-def _aggregate(count: int, activity: Decimal, emissions: Decimal, ttw: Decimal = ZERO, wtt: Decimal = ZERO) -> dict:
-    return {"calculation_count": count,
-            "activity": {"value": activity, "unit": "tkm"},
-            "emissions": _emissions(emissions, ttw, wtt)}
-
-
-def _emissions(emissions: Decimal, ttw: Decimal, wtt: Decimal) -> dict:
-    """Emissions with their parts: ttw and wtt over the calculations that have them, and the
-    emissions of those that do not (unattributed), so that the three add up to value exactly."""
-    unattributed = EXACT.subtract(EXACT.subtract(emissions, ttw), wtt)
-    return {"value": emissions, "unit": "kgCO2e",
-            "breakdown": {"ttw": ttw, "wtt": wtt, "unattributed": unattributed}}
-
-
-class RollupRow(NamedTuple):
-    mode: str
-    business_context: str
-    calculation_count: int
-    activity_tkm: Decimal
-    emissions_kg: Decimal
-    first_activity_date: dt.date
-    last_activity_date: dt.date
-    emissions_ttw_kg: Decimal = ZERO
-    emissions_wtt_kg: Decimal = ZERO
-
-
-def find_with_analytics(organization_id: int, environment: str, reference: str) -> dict | None:
-    """The customer with this reference and its analytics, as the API shows it, or None, in one statement."""
-    rows = store.customer_with_rollups(organization_id, environment, reference)
-    return _analytics_view(environment, reference, rows) if rows else None
-
-
-def analytics_json(organization_id: int, environment: str, reference: str) -> str | None:
-    """find_with_analytics() as the JSON text the API answers, or None.
-
-    The rows are read every time; the text is a function of them alone, so the one made from the
-    same rows is reused: it cannot differ from what they would give.
-    """
-    rows = store.customer_with_rollups(organization_id, environment, reference)
-    return _analytics_text(environment, reference, tuple(rows)) if rows else None
-
-
-@lru_cache(maxsize=1024)
-def _analytics_text(environment: str, reference: str, rows: tuple) -> str:
-    return jsoncodec.dumps(_analytics_view(environment, reference, rows))
-
-
-def _analytics_view(environment: str, reference: str, rows: list[tuple]) -> dict:
-    _, name, status, country_code = rows[0][:4]
-    decimal_of, date_of = CustomerRollup.activity_tkm.python_value, CustomerRollup.first_activity_date.python_value
-    rollups = [RollupRow(row[4], row[5], row[6], decimal_of(row[7]), decimal_of(row[8]), date_of(row[9]),
-                         date_of(row[10]), decimal_of(row[11]), decimal_of(row[12]))
-               for row in rows if row[4] is not None]
-    return customer_view(reference, name, status, country_code, summarize(environment, rollups))
-
-
-def summarize(environment: str, rows) -> dict:
-    """Totals, per-mode and per-context aggregates from rollup-like rows."""
-    by_mode: dict[str, list] = {}
-    by_context: dict[str, list] = {}
-    total = [0, ZERO, ZERO, ZERO, ZERO]
-    first = last = None
-    for row in rows:
-        for bucket in (by_mode.setdefault(row.mode, [0, ZERO, ZERO, ZERO, ZERO]),
-                       by_context.setdefault(row.business_context, [0, ZERO, ZERO, ZERO, ZERO]), total):
-            if row.mode == HUB and bucket is not by_mode[HUB]:  # shipments: hubs add only their emissions
-                bucket[2:] = [EXACT.add(bucket[2], row.emissions_kg), EXACT.add(bucket[3], row.emissions_ttw_kg),
-                              EXACT.add(bucket[4], row.emissions_wtt_kg)]
-                continue
-            bucket[0] += row.calculation_count
-            bucket[1] = EXACT.add(bucket[1], row.activity_tkm)
-            bucket[2] = EXACT.add(bucket[2], row.emissions_kg)
-            bucket[3] = EXACT.add(bucket[3], row.emissions_ttw_kg)
-            bucket[4] = EXACT.add(bucket[4], row.emissions_wtt_kg)
-        first = row.first_activity_date if first is None else min(first, row.first_activity_date)
-        last = row.last_activity_date if last is None else max(last, row.last_activity_date)
-    return {
-        "environment": environment,
-        "calculation_count": total[0],
-        "activity": {"value": total[1], "unit": "tkm"},
-        "emissions": _emissions(*total[2:]),
-        "by_mode": {mode: _aggregate(*by_mode[mode]) for mode in ("ROAD", "SEA", "AIR", "RAIL") if mode in by_mode},
-        "by_business_context": {context: _aggregate(*by_context[context])
-                                for context in ("upstream", "downstream") if context in by_context},
-        "first_activity_date": first.isoformat() if first else None,
-        "last_activity_date": last.isoformat() if last else None,
-        **_hubs(by_mode.get(HUB)),
-    }
-
-
-def _hubs(bucket: list | None) -> dict:
-    """Shipments: the `hubs` block (present when the customer's shipments have hubs); activity in tonnes handled."""
-    if bucket is None:
-        return {}
-    return {"hubs": {"count": bucket[0], "activity": {"value": bucket[1], "unit": "tonne"},
-                     "emissions": _emissions(*bucket[2:])}}
-
-
-# --- verify and rebuild ------------------------------------------------------------------------
-
-RollupKey = tuple  # (environment, mode, business_context); a period row's adds (span, activity_date)
-
-
-@dataclass
-class Totals:
-    """What one rollup row holds, or should hold."""
-
-    calculation_count: int = 0
-    activity_tkm: Decimal = ZERO
-    emissions_kg: Decimal = ZERO
-    first_activity_date: dt.date | None = None
-    last_activity_date: dt.date | None = None
-    emissions_ttw_kg: Decimal = ZERO  # over the calculations that have parts
-    emissions_wtt_kg: Decimal = ZERO
-
-    def add(self, activity: Decimal, emissions: Decimal, activity_date: dt.date,
-            ttw: Decimal | None = None, wtt: Decimal | None = None) -> None:
-        self.calculation_count += 1
-        self.activity_tkm = EXACT.add(self.activity_tkm, activity)
-        self.emissions_kg = EXACT.add(self.emissions_kg, emissions)
-        if ttw is not None:
-            self.emissions_ttw_kg = EXACT.add(self.emissions_ttw_kg, ttw)
-            self.emissions_wtt_kg = EXACT.add(self.emissions_wtt_kg, wtt)
-        if self.first_activity_date is None or activity_date < self.first_activity_date:
-            self.first_activity_date = activity_date
-        if self.last_activity_date is None or activity_date > self.last_activity_date:
-            self.last_activity_date = activity_date
-
-    def to_dict(self) -> dict:
-        return {"calculation_count": self.calculation_count,
-                "activity_tkm": format(self.activity_tkm.normalize(EXACT), "f"),
-                "emissions_kg": format(self.emissions_kg.normalize(EXACT), "f"),
-                "emissions_ttw_kg": format(self.emissions_ttw_kg.normalize(EXACT), "f"),
-                "emissions_wtt_kg": format(self.emissions_wtt_kg.normalize(EXACT), "f"),
-                "first_activity_date": _iso(self.first_activity_date),
-                "last_activity_date": _iso(self.last_activity_date)}
-
-
-def _iso(value) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _as_date(value) -> dt.date:
-    return value if isinstance(value, dt.date) else dt.date.fromisoformat(value)
-
-
-@dataclass
-class Drift:
-    """A customer whose stored rollup rows differ from the sums of its calculations."""
-
-    customer: Customer
-    organization: str
-    expected: dict = field(default_factory=dict)  # RollupKey -> Totals
-    stored: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        rows = []
-        for key in sorted(set(self.expected) | set(self.stored)):
-            expected, stored = self.expected.get(key), self.stored.get(key)
-            if expected != stored:
-                row = {"environment": key[0], "mode": key[1], "business_context": key[2]}
-                if periods.is_period_key(key):
-                    row.update(span=key[3], activity_date=key[4].isoformat())
-                rows.append({**row, "expected": expected.to_dict() if expected else None,
-                             "stored": stored.to_dict() if stored else None})
-        return {"organization": self.organization, "environment": self.customer.environment,
-                "customer": self.customer.reference, "rows": rows}
-
-
-@dataclass
-class Check:
-    """The outcome of a verify or rebuild run."""
-
-    customers: int = 0
-    calculations: int = 0
-    drifted: list = field(default_factory=list)  # Drift
-
-
-def _scope(query, model, organization_id: int | None, environment: str | None):
-    if organization_id is not None:
-        query = query.where(model.organization == organization_id)
-    if environment is not None:
-        query = query.where(model.environment == environment)
-    return query
-
-
-def count_calculations(organization_id: int | None = None, environment: str | None = None) -> int:
-    """How many calculations a verify or rebuild of this scope will read (for a progress bar)."""
-    return _scope(Calculation.select(), Calculation, organization_id, environment).count()
-
-
-def _customers(organization_id: int | None, environment: str | None) -> Iterator[tuple[Customer, str]]:
-    """Customers in scope with their organization's slug, fetched in batches by id."""
-    last_id = 0
-    while True:
-        query = (Customer.select(Customer, Organization.slug).join(Organization)
-                 .where(Customer.id > last_id).order_by(Customer.id).limit(500))
-        batch = list(_scope(query, Customer, organization_id, environment))
-        if not batch:
-            return
-        for customer in batch:
-            yield customer, customer.organization.slug
-        last_id = batch[-1].id
-
-
-def _stream(text: str, params: tuple) -> Iterator[list[tuple]]:
-    """Rows of a query in batches, without holding the whole result in memory."""
-    if is_postgres():
-        # A server-side cursor; psycopg2 allows it under peewee's autocommit only WITH HOLD. It
-        # is closed before the transaction ends, so nothing is ever materialised.
-        cursor = db.connection().cursor(name="stream_" + uuid.uuid4().hex, withhold=True)
-        cursor.itersize = STREAM_BATCH
-        cursor.execute(store.statement(text), params)
-    else:
-        cursor = store.run(text, params)  # sqlite3 steps through rows as they are fetched
-    try:
-        while batch := cursor.fetchmany(STREAM_BATCH):
-            yield batch
-    finally:
-        cursor.close()
-
-
-def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict:
-    """Rollup rows, and period rollup rows, recomputed from the customer's stored calculations:
-    RollupKey -> Totals (periods.PeriodTotals for a period row)."""
-    expected: dict = {}
-    dates: dict = {}  # raw date value -> date (SQLite returns text; a customer has few distinct days)
-    for batch in _stream(store.CALCULATION_TOTALS, (customer_id,)):
-        for environment, mode, context, activity, emissions, activity_date, ttw, wtt in batch:
-            totals = expected.get((environment, mode, context))
-            if totals is None:
-                totals = expected[(environment, mode, context)] = Totals()
-            day = dates.get(activity_date)
-            if day is None:
-                day = dates[activity_date] = _as_date(activity_date)
-            activity, emissions = Decimal(activity), Decimal(emissions)
-            ttw, wtt = None if ttw is None else Decimal(ttw), None if wtt is None else Decimal(wtt)
-            totals.add(activity, emissions, day, ttw, wtt)
-            periods.add_expected(expected, environment, mode, context, day, activity, emissions, ttw, wtt)
-        if progress:
-            progress(len(batch))
-    _add_hubs(customer_id, expected)
-    return expected
-
-
-def _add_hubs(customer_id: int, expected: dict) -> None:
-    """Shipments: the customer's hub elements, as the HUB rollup rows (activity: tonnes handled)."""
-    for hub in ShipmentHub.select().where(ShipmentHub.customer == customer_id):
-        totals = expected.setdefault((hub.environment, HUB, hub.business_context), Totals())
-        totals.add(hub.tonnes, hub.emissions_kg, hub.activity_date, hub.emissions_ttw_kg, hub.emissions_wtt_kg)
-        periods.add_expected(expected, hub.environment, HUB, hub.business_context, hub.activity_date, hub.tonnes,
-                             hub.emissions_kg, hub.emissions_ttw_kg, hub.emissions_wtt_kg)
-
-
-def stored_rollups(customer_id: int) -> dict:
-    """The customer's rollup rows and period rollup rows as they are stored: RollupKey -> Totals."""
-    return {**{(row.environment, row.mode, row.business_context):
-               Totals(row.calculation_count, row.activity_tkm, row.emissions_kg,
-                      row.first_activity_date, row.last_activity_date, row.emissions_ttw_kg, row.emissions_wtt_kg)
-               for row in CustomerRollup.select().where(CustomerRollup.customer == customer_id)},
-            **periods.stored_rollups(customer_id)}
-
-
-def _snapshot():
-    """A read-only transaction that sees one consistent state of calculations and rollups."""
-    if is_postgres():
-        return db.atomic(isolation_level="REPEATABLE READ")
-    return db.atomic(lock_type="DEFERRED")  # in WAL mode a read transaction is a snapshot
-
-
-def _counted(expected: dict) -> int:
-    """The calculations counted; hubs are written with their shipment's legs, so these count them too."""
-    return sum(totals.calculation_count for key, totals in expected.items()
-               if not periods.is_period_key(key) and key[1] != HUB)
-
-
-def _check(organization_id: int | None, environment: str | None, progress: Progress | None,
-           repair: bool) -> Check:
-    outcome = Check()
-    for customer, slug in _customers(organization_id, environment):
-        with _snapshot():  # no lock while counting: calculations keep being written meanwhile
-            stored = stored_rollups(customer.id)
-            expected = expected_rollups(customer.id, progress)
-        outcome.customers += 1
-        outcome.calculations += _counted(expected)
-        if expected != stored:
-            if repair:
-                expected = _repair(customer.id, expected)
-            outcome.drifted.append(Drift(customer, slug, expected, stored))
-    return outcome
-
-
-def _repair(customer_id: int, expected: dict, attempts: int = 3) -> dict:
-    """Write the recounted rows; return what was written.
-
-    Calculations are only ever added, so an unchanged count under the lock means the recount is
-    still the truth: the lock is held for a count, not for a recount. When calculations arrived
-    in between, count again; after a few tries, recount under the lock.
-    """
-    for _ in range(attempts):
-        with db.atomic():
-            store.lock_customer(customer_id)
-            if Calculation.select().where(Calculation.customer == customer_id).count() == _counted(expected):
-                _replace_rollups(customer_id, expected)
-                return expected
-        with _snapshot():
-            expected = expected_rollups(customer_id)
-    with db.atomic():
-        store.lock_customer(customer_id)
-        expected = expected_rollups(customer_id)
-        _replace_rollups(customer_id, expected)
-    return expected
-
-
-def _replace_rollups(customer_id: int, expected: dict) -> None:
-    CustomerRollup.delete().where(CustomerRollup.customer == customer_id).execute()
-    periods.replace_rollups(customer_id, expected)
-    for (environment, mode, context), totals in sorted(
-            (key, totals) for key, totals in expected.items() if not periods.is_period_key(key)):
-        CustomerRollup.create(customer=customer_id, environment=environment, mode=mode,
-                              business_context=context, calculation_count=totals.calculation_count,
-                              activity_tkm=totals.activity_tkm, emissions_kg=totals.emissions_kg,
-                              first_activity_date=totals.first_activity_date,
-                              last_activity_date=totals.last_activity_date,
-                              emissions_ttw_kg=totals.emissions_ttw_kg, emissions_wtt_kg=totals.emissions_wtt_kg)
-
-
-def verify(organization_id: int | None = None, environment: str | None = None,
-           progress: Progress | None = None) -> Check:
-    """Recompute every customer's rollup rows in scope from its calculations; report the drift."""
-    return _check(organization_id, environment, progress, repair=False)
-
-
-def rebuild(organization_id: int | None = None, environment: str | None = None,
-            progress: Progress | None = None) -> Check:
-    """Like verify, and rewrite each drifted customer's rollup rows (one short transaction each)."""
-    return _check(organization_id, environment, progress, repair=True)

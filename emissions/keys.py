@@ -6,7 +6,8 @@ from typing import Callable
 
 from . import audit
 from . import auth
-from .models import ApiKey, Organization, SCOPES, db, isoformat, utcnow
+from .db import db
+from .models import ApiKey, Organization, SCOPES, isoformat, utcnow
 
 ALL_SCOPES = "all"  # what `--scopes all` names: every scope in SCOPES
 

@@ -6,7 +6,8 @@ import re
 import peewee as pw
 
 from . import audit
-from .models import Organization, db
+from .db import db
+from .models import Organization
 from .workspace import accounts
 
 STATUSES = ("active", "suspended")

@@ -7,8 +7,9 @@ import logging
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .config import Config
-from . import webhooks
-from .webhooks import Deliverer
+from .db import db
+from .webhooks import events as webhook_events
+from .webhooks.delivery import Deliverer
 
 JOB_ID = "deliver-webhooks"
 PRUNE_JOB_ID = "prune-webhooks"
@@ -20,12 +21,12 @@ def prune_job(retention_days: int):
     """The daily job RETENTION_DAYS asks for: delete finished webhook events older than that."""
     def run() -> None:
         try:
-            deleted = webhooks.prune(dt.timedelta(days=retention_days))
+            deleted = webhook_events.prune(dt.timedelta(days=retention_days))
             log.info("pruned webhook events", extra={"fields": {"pruned": deleted, "older_than_days": retention_days}})
         except Exception:
             log.exception("pruning webhook events failed; tomorrow's run retries")
         finally:
-            webhooks.db.close()  # this thread's connection, opened for the run
+            db.close()  # this thread's connection, opened for the run
     return run
 
 

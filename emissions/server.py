@@ -17,12 +17,12 @@ from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from . import affinity
 from . import jsoncodec
 from . import logs
-from . import models
 from . import proxies
 
 from . import scheduler as webhook_scheduler
 from .app import SECURITY_HEADERS, create_app
 from .config import Config, ConfigError
+from .db import WalCheckpointer, db, is_sqlite
 
 
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
@@ -228,7 +228,7 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         worker.cpu = cpu  # what it tells the parent
     # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
     scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
-    checkpointer = models.WalCheckpointer(models.db.obj).start() if models.is_sqlite() else None
+    checkpointer = WalCheckpointer(db.obj).start() if is_sqlite() else None
 
     def stop(signum, frame):
         # A second signal must not cut short what follows: the queued requests' answers, the cleanup.

@@ -18,14 +18,14 @@ from . import distances
 from . import factors
 from . import jsoncodec
 from . import limits
-from . import periods
 from . import store
-from . import webhooks
 from .auth import Principal
+from .webhooks import events as webhook_events
 from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
-from .models import EXACT_SUM, HUB, Factor, Shipment, db, isoformat, new_id, utcnow
+from .db import EXACT_SUM, db
+from .models import HUB, Factor, Shipment, isoformat, new_id, utcnow
 
 TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
 # The default factor of a leg without factor_reference (docs/methodology.md, "Default factors").
@@ -113,8 +113,7 @@ LOOKUP = (
     " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
 )
 FACTORS = (
-    "SELECT id, reference, version, mode, value, name, source, region, valid_from, valid_to, ttw_value,"
-    " radiative_forcing, hub_type FROM factor"
+    f"SELECT {', '.join(store.FactorRow._fields)} FROM factor"
     " WHERE status = 'active' AND (organization_id IS NULL OR organization_id = ?) AND reference IN ({})"
 )
 INSERT_SHIPMENT = (
@@ -148,7 +147,7 @@ def _active_factors(organization_id: int, references: set[str]) -> dict[str, Fac
     """The active version of each reference visible to the organization (global or its own)."""
     ordered = sorted(references)
     rows = store.run(FACTORS.format(", ".join("?" * len(ordered))), (organization_id, *ordered)).fetchall()
-    return {row[1]: factor_of_row(tuple(row)) for row in rows}
+    return {row[1]: factor_of_row(store.FactorRow(*row)) for row in rows}
 
 
 def v1_place(place: dict) -> dict:
@@ -325,7 +324,7 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
         _fail(principal, payload, request_id, error)
     body, totals = chain.view(elements)
     body_text = jsoncodec.dumps(body)
-    event = webhooks.new_event(organization_id, environment, "shipment.succeeded", body_text, chain.created_at)
+    event = webhook_events.new_event(organization_id, environment, "shipment.succeeded", body_text, chain.created_at)
     try:
         _write(chain, elements, payload_fingerprint, body_text, totals, test_capacity, event)
     except store.CapacityUsedUp:
@@ -363,11 +362,11 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
                 chain.shipment_id, element.index, customer.id, environment, element.hub_type, context, day,
                 exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
                 element.factor.version, exact(element.factor.value)))
-            # A hub's rollup row is mode HUB, its activity the tonnes handled (customers.summarize).
+            # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
             store.run(*store.add_to_rollup(customer.id, chain.principal.environment, HUB,
                                            payload["business_context"], element.activity, element.emissions,
                                            chain.activity_date, element.parts))
-            store.run(*periods.add_to_period_rollups(customer.id, chain.principal.environment, HUB,
+            store.run(*store.add_to_period_rollups(customer.id, chain.principal.environment, HUB,
                                                      payload["business_context"], element.activity, element.emissions,
                                                      chain.activity_date, element.parts))
         store.insert_event(event)
@@ -382,7 +381,7 @@ def _fail(principal: Principal, payload: dict, request_id: str, error: Calculati
                   "details": error.details},
     })
     with db.atomic():
-        store.insert_event(webhooks.new_event(principal.organization_id, principal.environment,
+        store.insert_event(webhook_events.new_event(principal.organization_id, principal.environment,
                                               "shipment.failed", data))
     raise error
 

@@ -1,19 +1,23 @@
 """Every SQL statement of the service written by hand, and the functions that run them.
 
-The rest of the service speaks Peewee's query builder; these statements are the ones the builder
-cannot say as one statement (conditional upserts, the lookup a calculation decides on) or the
-ones every request sends. Each is written with `?` placeholders and run through statement(),
-which gives PostgreSQL its `%s`. tests/test_statement_count.py holds how many each request sends.
+The rest of the service speaks Peewee's query builder. These are the statements the API's
+requests send: the builder would compile each again on every call, while here the text is made
+once (their column lists from the models' and the row types' own fields). Each is written with
+`?` placeholders and run through statement(), which gives PostgreSQL its `%s`.
+tests/test_statement_count.py holds how many each request sends.
 """
 from __future__ import annotations
 
 import datetime as dt
+from collections import namedtuple
 from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
-from . import periods
-from .models import ApiKey, Calculation, CustomerRollup, WebhookEvent, db, is_postgres
+import peewee as pw
+
+from .db import db, is_postgres
+from .models import ApiKey, Calculation, CustomerPeriodRollup, CustomerRollup, WebhookEvent
 
 
 @lru_cache(maxsize=None)
@@ -76,12 +80,34 @@ class CustomerRow(NamedTuple):
     status: str
 
 
+class FactorRow(NamedTuple):
+    """The columns of the active factor version a calculation needs, as the database returns them."""
+
+    id: int
+    reference: str
+    version: int
+    mode: str
+    value: object
+    name: str
+    source: str
+    region: str | None
+    valid_from: object
+    valid_to: object
+    ttw_value: object
+    radiative_forcing: object
+    hub_type: str | None  # a HUB factor's hub type (shipments)
+
+
+def _columns(alias: str, row: type) -> str:
+    return ", ".join(f"{alias}.{name}" for name in row._fields)
+
+
 # Everything a calculation decides on, in one statement: the calculation the key already made, the
-# customer, and the active factor version visible to the organization (global or its own).
+# customer, and the active factor version visible to the organization (global or its own). By hand:
+# three LEFT JOINs off a one-row base answer "none" per part in one round trip, which the builder
+# cannot start from.
 LOOKUP = (
-    "SELECT k.id, k.fingerprint, k.body, c.id, c.reference, c.status,"
-    " f.id, f.reference, f.version, f.mode, f.value, f.name, f.source, f.region, f.valid_from, f.valid_to,"
-    " f.ttw_value, f.radiative_forcing"
+    f"SELECT {_columns('k', Stored)}, {_columns('c', CustomerRow)}, {_columns('f', FactorRow)}"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN calculation AS k"
     "  ON k.organization_id = ? AND k.environment = ? AND k.idempotency_key = ?"
@@ -91,18 +117,22 @@ LOOKUP = (
 )
 
 
+_CUSTOMER_AT = len(Stored._fields)
+_FACTOR_AT = _CUSTOMER_AT + len(CustomerRow._fields)
+
+
 def lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str,
-           factor_reference: str) -> tuple[Stored | None, CustomerRow | None, tuple | None]:
+           factor_reference: str) -> tuple[Stored | None, CustomerRow | None, FactorRow | None]:
     """(what the key made, the customer, the active factor's columns); a replay needs only the first."""
     row = run(LOOKUP, (organization_id, environment, idempotency_key, organization_id, environment,
                        customer_reference, factor_reference, organization_id)).fetchone()
     if row[0] is not None:
-        return Stored(*row[0:3]), None, None
-    customer = CustomerRow(*row[3:6]) if row[3] is not None else None
-    return None, customer, (tuple(row[6:18]) if row[6] is not None else None)
+        return Stored._make(row[:_CUSTOMER_AT]), None, None
+    customer = CustomerRow._make(row[_CUSTOMER_AT:_FACTOR_AT]) if row[_CUSTOMER_AT] is not None else None
+    return None, customer, (FactorRow._make(row[_FACTOR_AT:]) if row[_FACTOR_AT] is not None else None)
 
 
-FIND_BY_KEY = ("SELECT id, fingerprint, body FROM calculation"
+FIND_BY_KEY = (f"SELECT {', '.join(Stored._fields)} FROM calculation"
                " WHERE organization_id = ? AND environment = ? AND idempotency_key = ?")
 
 
@@ -121,39 +151,18 @@ def calculation_body(organization_id: int, environment: str, calculation_id: str
     return row[0] if row else None
 
 
-class NewCalculation(NamedTuple):
-    """A calculation's row, ready to be written."""
-
-    id: str
-    organization_id: int
-    environment: str
-    customer_id: int
-    external_reference: str
-    idempotency_key: str
-    fingerprint: str
-    mode: str
-    business_context: str
-    activity_date: dt.date
-    cargo_tonnes: Decimal
-    distance_km: Decimal
-    activity_tkm: Decimal
-    emissions_kg: Decimal
-    factor_id: int
-    factor_version: int
-    factor_value: Decimal
-    request_id: str
-    body: str
-    created_at: dt.datetime
-    emissions_ttw_kg: Decimal | None = None  # the emissions' parts, when the factor version has them
-    emissions_wtt_kg: Decimal | None = None
-
-
-INSERT_CALCULATION = (
-    "INSERT INTO calculation (id, organization_id, environment, customer_id, external_reference, idempotency_key,"
-    " fingerprint, mode, business_context, activity_date, cargo_tonnes, distance_km, activity_tkm, emissions_kg,"
-    " factor_id, factor_version, factor_value, request_id, body, created_at, emissions_ttw_kg, emissions_wtt_kg)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+# A calculation's row, one item per column of models.Calculation in its order, and the INSERT that
+# writes it: both derived from the model once, so that a new column is described in models.py alone.
+_CALCULATION_FIELDS = tuple(Calculation._meta.sorted_fields)
+NewCalculation = namedtuple("NewCalculation", [field.column_name for field in _CALCULATION_FIELDS])
+NewCalculation.__doc__ = "A calculation's row, ready to be written: the columns of models.Calculation."
+# Text and integer columns go as they are (their db_value only coerces the types they already have);
+# dates, timestamps and decimals through their field's db_value.
+_CONVERTED = tuple((index, field.db_value) for index, field in enumerate(_CALCULATION_FIELDS)
+                   if not isinstance(field, (pw.CharField, pw.TextField, pw.IntegerField, pw.ForeignKeyField)))
+# By hand, with the columns from the model: the builder would compile this INSERT again on every request.
+INSERT_CALCULATION = (f"INSERT INTO calculation ({', '.join(NewCalculation._fields)})"
+                      f" VALUES ({', '.join('?' for _ in NewCalculation._fields)})")
 
 
 class CapacityUsedUp(Exception):
@@ -162,7 +171,7 @@ class CapacityUsedUp(Exception):
 
 def write_calculation(calculation: NewCalculation, test_capacity: int, period: str, event) -> None:
     """Write a calculation in one transaction: its row, one more use of the organization's
-    capacity for `period`, its customer's rollup and period rollups, and its webhook event (a webhooks.NewEvent).
+    capacity for `period`, its customer's rollup and period rollups, and its webhook event (a webhooks.events.NewEvent).
 
     Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
     IntegrityError when a calculation with the same idempotency key was committed first.
@@ -175,13 +184,9 @@ def write_calculation(calculation: NewCalculation, test_capacity: int, period: s
 def add_calculation(calculation: NewCalculation, test_capacity: int, period: str) -> None:
     """write_calculation() without its event and transaction: a shipment writes its legs so (call inside one)."""
     c = calculation
-    row = (c.id, c.organization_id, c.environment, c.customer_id, c.external_reference, c.idempotency_key,
-           c.fingerprint, c.mode, c.business_context, Calculation.activity_date.db_value(c.activity_date),
-           str(c.cargo_tonnes), str(c.distance_km), str(c.activity_tkm), str(c.emissions_kg), c.factor_id,
-           c.factor_version, str(c.factor_value), c.request_id, c.body,
-           Calculation.created_at.db_value(c.created_at),
-           Calculation.emissions_ttw_kg.db_value(c.emissions_ttw_kg),
-           Calculation.emissions_wtt_kg.db_value(c.emissions_wtt_kg))
+    row = list(c)
+    for index, to_database in _CONVERTED:
+        row[index] = to_database(row[index])
     parts = None if c.emissions_ttw_kg is None else (c.emissions_ttw_kg, c.emissions_wtt_kg)
     run(INSERT_CALCULATION, row)
     # Counted after the insert: a concurrent request with the same key fails on the unique
@@ -191,14 +196,15 @@ def add_calculation(calculation: NewCalculation, test_capacity: int, period: str
     run(*add_to_rollup(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm,
                        c.emissions_kg, c.activity_date, parts))
     # Its activity day's and month's rows too (analytics by period).
-    run(*periods.add_to_period_rollups(c.customer_id, c.environment, c.mode, c.business_context,
+    run(*add_to_period_rollups(c.customer_id, c.environment, c.mode, c.business_context,
                                        c.activity_tkm, c.emissions_kg, c.activity_date, parts))
 
 
 # --- usage: one statement per billable calculation -----------------------------------------------
 
 # The capacity (NULL is unlimited) is read inside the statement, and the counter row is created or
-# incremented only while below it: no row changed means the capacity is used up.
+# incremented only while below it: no row changed means the capacity is used up. By hand for the
+# module's reason: on_conflict(update=..., where=...) would say it, compiled on every calculation.
 _CONSUME = (
     'INSERT INTO usage_counter (organization_id, environment, "period", "count")'
     " SELECT ?, ?, ?, 1 WHERE COALESCE({capacity} > 0, TRUE)"
@@ -239,9 +245,10 @@ def _rollup(add: str, least: str, greatest: str) -> str:
     )
 
 
+# By hand for the module's reason; one atomic upsert, so concurrent writers cannot lose an update.
 ROLLUP_POSTGRES = _rollup("{0} + {1}", "LEAST", "GREATEST")
 # SQLite's two-argument MIN and MAX are scalar; its dates are ISO text, so text order is date order;
-# decimals are text summed by models.decimal_add (exact, in the same context).
+# decimals are text summed by db.decimal_add (exact, in the same context).
 ROLLUP_SQLITE = _rollup("decimal_add({0}, {1})", "MIN", "MAX")
 
 
@@ -258,21 +265,40 @@ def add_to_rollup(customer_id: int, environment: str, mode: str, business_contex
         CustomerRollup.emissions_ttw_kg.db_value(ttw), CustomerRollup.emissions_wtt_kg.db_value(wtt))
 
 
-# The customer and its rollup rows (one row per rollup row; one row of NULLs after the customer's
-# columns when it has no calculations yet).
+class CustomerWithRollup(NamedTuple):
+    """The customer's columns and one of its rollup rows (all None when it has no calculations yet)."""
+
+    id: int
+    name: str
+    status: str
+    country_code: str | None
+    mode: str | None
+    business_context: str | None
+    calculation_count: int | None
+    activity_tkm: object
+    emissions_kg: object
+    first_activity_date: object
+    last_activity_date: object
+    emissions_ttw_kg: object
+    emissions_wtt_kg: object
+
+
+_CUSTOMER_COLUMNS = ("id", "name", "status", "country_code")
+# The customer and its rollup rows, one row per rollup row: by hand, as the API's one read of a
+# customer runs it on every GET and the builder would compile it again each time.
 FIND_WITH_ROLLUPS = (
-    "SELECT c.id, c.name, c.status, c.country_code, r.mode, r.business_context, r.calculation_count,"
-    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date,"
-    " r.emissions_ttw_kg, r.emissions_wtt_kg"
+    "SELECT " + ", ".join(f"c.{name}" if name in _CUSTOMER_COLUMNS else f"r.{name}"
+                          for name in CustomerWithRollup._fields) +
     " FROM customer AS c"
     " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.environment = c.environment"
     " WHERE c.organization_id = ? AND c.environment = ? AND c.reference = ?"
 )
 
 
-def customer_with_rollups(organization_id: int, environment: str, reference: str) -> list[tuple]:
-    """The customer's columns and rollup rows, as rows of FIND_WITH_ROLLUPS; empty when no such customer."""
-    return run(FIND_WITH_ROLLUPS, (organization_id, environment, reference)).fetchall()
+def customer_with_rollups(organization_id: int, environment: str, reference: str) -> list[CustomerWithRollup]:
+    """The customer's columns with each of its rollup rows; empty when no such customer."""
+    return [CustomerWithRollup._make(row)
+            for row in run(FIND_WITH_ROLLUPS, (organization_id, environment, reference)).fetchall()]
 
 
 CALCULATION_TOTALS = ("SELECT environment, mode, business_context, activity_tkm, emissions_kg, activity_date,"
@@ -289,10 +315,44 @@ def lock_customer(customer_id: int) -> None:
         run(LOCK_CUSTOMER, (customer_id,))
 
 
+# --- customer period rollups (a day row and a month row per calculation) --------------------------------------------------------------
+
+def _upsert(add: str) -> str:
+    def total(column: str) -> str:
+        return f"{column} = " + add.format(f"customer_period_rollup.{column}", f"EXCLUDED.{column}")
+
+    return (
+        "INSERT INTO customer_period_rollup (customer_id, environment, span, activity_date, mode, business_context,"
+        " calculation_count, activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg)"
+        " VALUES (?, ?, 'day', ?, ?, ?, 1, ?, ?, ?, ?), (?, ?, 'month', ?, ?, ?, 1, ?, ?, ?, ?)"
+        " ON CONFLICT (customer_id, environment, span, activity_date, mode, business_context) DO UPDATE SET"
+        " calculation_count = customer_period_rollup.calculation_count + 1,"
+        f" {total('activity_tkm')}, {total('emissions_kg')}, {total('emissions_ttw_kg')}, {total('emissions_wtt_kg')}"
+    )
+
+
+UPSERT_POSTGRES = _upsert("{0} + {1}")
+UPSERT_SQLITE = _upsert("decimal_add({0}, {1})")  # decimals are text on SQLite (db.decimal_add)
+
+
+def add_to_period_rollups(customer_id: int, environment: str, mode: str, business_context: str,
+                          activity: Decimal, emissions: Decimal, activity_date: dt.date,
+                          breakdown: tuple[Decimal, Decimal] | None = None) -> tuple[str, tuple]:
+    """The statement adding one calculation to its day and month rows, and its parameters (the same
+    arguments as store.add_to_rollup)."""
+    ttw, wtt = breakdown or (Decimal(0), Decimal(0))
+    decimal = CustomerPeriodRollup.activity_tkm.db_value
+    day = CustomerPeriodRollup.activity_date.db_value
+    sums = (decimal(activity), decimal(emissions), decimal(ttw), decimal(wtt))
+    return (UPSERT_POSTGRES if is_postgres() else UPSERT_SQLITE), (
+        customer_id, environment, day(activity_date), mode, business_context, *sums,
+        customer_id, environment, day(activity_date.replace(day=1)), mode, business_context, *sums)
+
+
 # --- webhook events (the outbox) ------------------------------------------------------------------
 
 # The event row, pending (due now) when the organization has an enabled endpoint for the
-# environment, skipped otherwise.
+# environment, skipped otherwise: one INSERT ... SELECT, by hand for the module's reason.
 RECORD_EVENT = (
     "INSERT INTO webhook_event (id, organization_id, environment, type, payload, created_at, delivery_status,"
     " attempt_count, next_attempt_at)"
@@ -304,7 +364,7 @@ RECORD_EVENT = (
 
 
 def insert_event(event) -> None:
-    """Write a webhooks.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
+    """Write a webhooks.events.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
     stored_at = WebhookEvent.created_at.db_value(event.created_at)
     run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.payload,
                        stored_at, stored_at, event.organization_id, event.environment))

@@ -19,12 +19,16 @@ from pathlib import Path
 
 from waitress import wasyncore
 
-from . import audit
 from . import auth
 from . import customers
-from . import factors
+from . import factor_files
+from . import keys
 from . import models
-from . import webhooks
+from . import organizations
+from .db import db
+from .webhooks import delivery as webhook_delivery
+from .webhooks import endpoints as webhook_endpoints
+from .webhooks import signing as webhook_signing
 from .app import create_app
 from .config import Config
 from .server import close_listeners, create_server
@@ -46,40 +50,30 @@ def _open_app(config: Config):
 
 
 def _load_factor_library() -> None:
-    factors.load_library(actor=ACTOR)
+    factor_files.load_library(actor=ACTOR)
 
 
 def _create_organization(slug: str, name: str) -> models.Organization:
-    with models.db.atomic():
-        organization = models.Organization.create(slug=slug, name=name)
-        audit.record("org.created", organization.slug, actor=ACTOR, organization=organization,
-                     details={"name": organization.name, "entitled": organization.entitled, "live_capacity": None})
-    return organization
+    return organizations.create(name, slug=slug, actor=ACTOR)
 
 
 def _create_customer(organization: models.Organization, reference: str, name: str,
                      country: str | None) -> None:
-    with models.db.atomic():
-        customer = customers.create(organization, ENVIRONMENT, reference, name, country)
-        audit.record("customer.created", customer.reference, actor=ACTOR, organization=organization,
-                     environment=ENVIRONMENT, details={"name": customer.name, "country_code": customer.country_code,
-                                                       "status": customer.status})
+    customers.create(organization, ENVIRONMENT, reference, name, country, actor=ACTOR)
 
 
 def _create_test_key(organization: models.Organization, scopes: list[str], name: str, secret_key: str | None) -> str:
-    with models.db.atomic():
-        key, plain = auth.create_key(organization, ENVIRONMENT, scopes, auth.instance_secret(secret_key), name=name)
-        audit.record("key.created", key.id, actor=ACTOR, organization=organization, environment=ENVIRONMENT,
-                     details={"name": key.name, "scopes": sorted(key.scope_set), "expires_at": None})
+    _, plain = keys.create(organization, ENVIRONMENT, scopes, secret=auth.instance_secret(secret_key), name=name,
+                           actor=ACTOR)
     return plain
 
 
 def _set_test_endpoint(organization: models.Organization) -> None:
-    webhooks.set_endpoint(organization.id, ENVIRONMENT, WEBHOOK_PLACEHOLDER_URL)
+    webhook_endpoints.set_endpoint(organization.id, ENVIRONMENT, WEBHOOK_PLACEHOLDER_URL, actor=ACTOR)
 
 
 def _endpoint_secret(organization: models.Organization) -> str:
-    return webhooks.endpoint_for(organization.id, ENVIRONMENT).secret
+    return webhook_endpoints.endpoint_for(organization.id, ENVIRONMENT).secret
 
 
 def _outbox(organization: models.Organization) -> list[tuple[str, str, str]]:
@@ -93,8 +87,8 @@ def _outbox(organization: models.Organization) -> list[tuple[str, str, str]]:
 
 def _delivery_headers(secret: str, event_id: str, body: bytes, unix_seconds: int) -> dict[str, str]:
     """The headers of a delivery attempt, as webhooks.Deliverer.send makes them."""
-    return {"Content-Type": "application/json", "User-Agent": webhooks.USER_AGENT,
-            **webhooks.signed_headers(secret, event_id, body, unix_seconds)}
+    return {"Content-Type": "application/json", "User-Agent": webhook_delivery.USER_AGENT,
+            **webhook_signing.signed_headers(secret, event_id, body, unix_seconds)}
 
 
 def _create_server(app, threads: int):
@@ -107,8 +101,8 @@ def _stop_accepting(server) -> None:
 
 
 def _close_database() -> None:
-    if models.db.obj is not None:  # None when the app could not be built
-        models.db.close()
+    if db.obj is not None:  # None when the app could not be built
+        db.close()
 
 
 # --- the sandbox -------------------------------------------------------------------------------

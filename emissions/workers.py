@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import peewee as pw
 from playhouse import db_url
 
-from . import models
+from . import db
 from .config import Config
 
 
@@ -109,7 +109,7 @@ def share_writer_lock(database_url: str) -> None:
         path = db_url.parse(database_url)["database"]
         if path and path != ":memory:":
             SharedWriterDatabase.lock_path = f"{path}-writers.lock"
-            models.SQLITE_DATABASE = SharedWriterDatabase
+            db.SQLITE_DATABASE = SharedWriterDatabase
 
 
 def worker_config(config: Config, workers: int) -> Config:
@@ -155,8 +155,8 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     port = reservation.getsockname()[1]
     planned = server.cpu_plan(config, workers)  # once, here: the workers must not each start from their own CPU
     # No connection or thread may cross the fork: every worker opens its own.
-    if models.db.obj is not None:
-        models.db.close()
+    if db.db.obj is not None:
+        db.db.close()
     share = worker_config(config, workers)
     ready_read, ready_write = os.pipe()
     children: dict[int, int] = {}  # pid: worker index

@@ -27,8 +27,10 @@ from emissions import auth
 from emissions import cli
 from emissions import factors
 from emissions import migrations
+from emissions import db as db_setup
 from emissions import models
 from emissions import workspace
+from emissions.db import open_database
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
@@ -53,7 +55,7 @@ def postgres_schema_url(url: str) -> str:
     schema = f"test_{os.getpid()}"
     separator = "&" if "?" in url else "?"
     schema_url = f"{url}{separator}options=-csearch_path%3D{schema}"
-    database = models.open_database(schema_url)
+    database = open_database(schema_url)
     database.connect()
     if schema in _migrated_schemas:
         empty_postgres_schema(database, schema)
@@ -111,7 +113,7 @@ def migrated_sqlite_file(sqlite_directory) -> bytes:
     """The bytes of a SQLite database with every migration applied, made once a session; each test
     gets a copy instead of migrating its own."""
     path = sqlite_directory / "migrated.sqlite3"
-    database = models.open_database(f"sqlite:///{path}")
+    database = db_setup.open_database(f"sqlite:///{path}")
     migrations.run(database)
     database.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the file itself
     database.close()
@@ -121,7 +123,7 @@ def migrated_sqlite_file(sqlite_directory) -> bytes:
 
 def copy_of_migrated_sqlite(path: Path, template: bytes) -> None:
     """A new file at path holding the migrated template, readable by its owner only (as
-    models.create_private makes a database file)."""
+    db_setup.create_private makes a database file)."""
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
         file.write(template)
 
@@ -192,9 +194,19 @@ def make_customer(org: Organization, reference: str = "cust-1", environment: str
 
 
 def make_factor(reference: str = "road-default", mode: str = "ROAD", value: str = "0.12522", **kwargs):
+    """A factor version by factors.create's rules, without the audit event a person's action leaves
+    (like make_customer, a fixture is no one's action)."""
     kwargs.setdefault("valid_from", dt.date(2025, 1, 1))
-    return factors.create(reference, mode, None if value is None else Decimal(value), kwargs.pop("name", "Road average"),
-                          kwargs.pop("source", "Test source"), **kwargs)
+    organization, draft = kwargs.pop("organization", None), kwargs.pop("draft", False)
+    spec, found = factors.check(reference, mode, kwargs.pop("name", "Road average"), kwargs.pop("source", "Test source"),
+                                None if value is None else Decimal(value), ttw=kwargs.pop("ttw_value", None),
+                                wtt=kwargs.pop("wtt_value", None), **kwargs)
+    if found:
+        raise factors.FactorError("; ".join(f"{name} {reason}" for name, reason in found))
+    previous = (models.Factor.select().where(models.Factor.reference == reference)
+                .order_by(models.Factor.version.desc()).first())
+    with models.db.atomic():
+        return factors.add_version(spec, previous, organization, draft)
 
 
 def logistics_body(**overrides) -> dict:

@@ -175,7 +175,7 @@ def test_factor_lineage_names_the_version_and_never_the_owner_ids_or_value(clien
 @pytest.mark.on_both
 def test_factor_not_found_is_the_same_404_for_unknown_retired_draft_and_another_orgs_factor(client, acme, globex):
     make_factor("retired-one", value="0.2")
-    factors.retire("retired-one")
+    factors.retire("retired-one", actor="test")
     make_factor("draft-only", value="0.2", draft=True)
     make_factor("globex-private", value="0.2", organization=globex.org)
     answers = set()
@@ -200,7 +200,7 @@ def test_the_active_version_is_used_after_a_new_version_and_after_reactivating_a
     make_factor(value="0.2")  # version 2 of road-default supersedes version 1
     second = post_calculation(client, acme, "a", status=201).json
     assert (second["factor"]["version"], second["emissions"]["value"]) == (2, 800)
-    factors.activate("road-default", 1)
+    factors.activate("road-default", 1, actor="test")
     first = post_calculation(client, acme, "b", status=201).json
     assert (first["factor"]["version"], first["emissions"]["value"]) == (1, 500.88)
 
@@ -277,7 +277,7 @@ def test_a_new_factor_version_or_retirement_does_not_change_a_stored_calculation
     path = f"/v1/calculations/{created.json['id']}"
     make_factor(value="0.5", name="Road average, revised", source="Revised source")
     assert client.get(path, headers=acme.headers()).body == created.body
-    factors.retire("road-default")
+    factors.retire("road-default", actor="test")
     assert client.get(path, headers=acme.headers()).body == created.body
     row = models.Calculation.get_by_id(created.json["id"])
     assert (row.factor_version, row.factor_value) == (1, Decimal("0.12522"))

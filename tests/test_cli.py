@@ -20,8 +20,9 @@ import requests
 
 import emissions as package
 from emissions import cli
-from emissions import factors
+from emissions import factor_files
 from emissions import migrations
+from emissions import db as db_setup
 from emissions import models
 from conftest import EMISSIONS, LiveServer, auth_headers, free_port, logistics_body, output_until_serving
 
@@ -40,7 +41,7 @@ def calculate(client, key: str, idempotency_key: str = "idem-1", **overrides):
 def migrated(request):
     """Commands run in-process (`emissions`, `ok`, `fails`) meet a migrated database, as after `emissions migrate`."""
     if "emissions" in request.fixturenames:
-        migrations.run(models.bind(request.getfixturevalue("config").database_url))
+        migrations.run(db_setup.bind(request.getfixturevalue("config").database_url))
 
 
 # --- as a real subprocess ------------------------------------------------------------------------
@@ -350,7 +351,7 @@ def test_seed_sandbox_is_repeatable_and_gives_a_new_key_each_time(config, app):
     assert first != second and KEY_FORMAT.match(first) and KEY_FORMAT.match(second)
     assert models.Organization.select().where(models.Organization.slug == "sandbox").count() == 1
     assert models.Customer.select().where(models.Customer.reference == "demo-customer").count() == 1
-    library_file = json.loads(factors.LIBRARY_PATH.read_text())
+    library_file = json.loads(factor_files.LIBRARY_PATH.read_text())
     library = models.Factor.select().count()
     assert library == len(library_file["factors"]) + len(library_file["aliases"]) >= 3
     cli.seed_sandbox(config)

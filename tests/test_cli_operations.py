@@ -15,8 +15,11 @@ import requests
 from emissions import backup
 from emissions import cli
 from emissions import migrations
+from emissions import db as db_setup
 from emissions import models
-from emissions import webhooks
+from emissions.webhooks import delivery as webhook_delivery
+from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import events as webhook_events
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
 from conftest import EMISSIONS, LiveServer, logistics_body, post_calculation
 from webhook_receiver import Receiver
@@ -26,7 +29,7 @@ from webhook_receiver import Receiver
 def migrated(request):
     """Commands run in-process (`emissions`, `ok`, `fails`) meet a migrated database, as after `emissions migrate`."""
     if "emissions" in request.fixturenames:
-        migrations.run(models.bind(request.getfixturevalue("config").database_url))
+        migrations.run(db_setup.bind(request.getfixturevalue("config").database_url))
 
 
 def text(emissions, *argv) -> str:
@@ -282,7 +285,7 @@ def test_backup_on_postgresql_says_to_use_pg_dump(emissions, tmp_path):
 # --- prune and redelivery ---------------------------------------------------------------------------
 
 def make_event(acme, status: str, age_days: float, attempts: int = 1) -> str:
-    event = webhooks.record_event(acme.org.id, "test", "calculation.succeeded", "{}")
+    event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", "{}")
     created = utcnow() - dt.timedelta(days=age_days)
     WebhookEvent.update(delivery_status=status, created_at=created, next_attempt_at=None).where(
         WebhookEvent.id == event.id).execute()
@@ -325,7 +328,7 @@ def test_retention_days_makes_the_scheduler_prune_daily(config, acme):
 
 @pytest.mark.on_both
 def test_redeliver_since_requeues_failed_and_skipped_events_of_enabled_endpoints(acme, ok):
-    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks", actor="test")
     failed, skipped, succeeded = (make_event(acme, status, 2) for status in ("failed", "skipped", "succeeded"))
     too_old = make_event(acme, "failed", 20)
     since = (utcnow() - dt.timedelta(days=5)).date().isoformat()
@@ -344,11 +347,11 @@ def test_redeliver_since_refuses_an_unknown_status_and_needs_one_of_id_or_since(
 
 @pytest.mark.on_both
 def test_redelivering_a_pending_event_makes_it_due_now_and_keeps_its_attempts(acme):
-    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks", actor="test")
     event_id = make_event(acme, "pending", 0, attempts=2)
     later = utcnow() + dt.timedelta(hours=2)
     WebhookEvent.update(next_attempt_at=later, attempt_count=2).where(WebhookEvent.id == event_id).execute()
-    event = webhooks.redeliver(event_id)
+    event = webhook_events.redeliver(event_id)
     assert (event.delivery_status, event.attempt_count) == ("pending", 2)
     assert event.next_attempt_at <= utcnow()
 
@@ -358,9 +361,9 @@ def test_after_a_410_webhook_set_resumes_delivery_and_redeliver_sends_what_was_s
                                                                                       emissions):
     receiver = Receiver(statuses=[410])
     try:
-        webhooks.set_endpoint(acme.org.id, "test", receiver.url)
+        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test")
         post_calculation(client, acme, "first", status=201)
-        worker = webhooks.Deliverer(config)
+        worker = webhook_delivery.Deliverer(config)
         assert worker.run_once()["failed"] == 1
         assert WebhookEndpoint.get().status == "disabled"
         post_calculation(client, acme, "while-disabled", status=201, external_reference="s-2")
@@ -386,9 +389,9 @@ def test_after_a_410_webhook_set_resumes_delivery_and_redeliver_sends_what_was_s
 def test_an_attempt_answered_with_an_error_status_records_it_as_one_phrase(client, acme, config):
     receiver = Receiver(statuses=[503, 302])
     try:
-        webhooks.set_endpoint(acme.org.id, "test", receiver.url)
+        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test")
         post_calculation(client, acme, status=201)
-        worker = webhooks.Deliverer(config.with_(webhook_retry_schedule=(0, 0)))
+        worker = webhook_delivery.Deliverer(config.with_(webhook_retry_schedule=(0, 0)))
         assert worker.run_once()["succeeded"] == 1
         worker.close()
     finally:

@@ -8,13 +8,14 @@ from decimal import Decimal
 import pytest
 import requests
 
-from emissions import customers
+from emissions import analytics as customer_analytics
 from emissions import jsoncodec
 from emissions import schemas
 from emissions import store
 from conftest import (LiveServer, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
                       post_calculation, raw_exchange)
-from emissions.models import Calculation, CustomerRollup, db
+from emissions.db import db
+from emissions.models import Calculation, CustomerRollup
 
 EMPTY_ANALYTICS = {
     "environment": "test",
@@ -332,12 +333,12 @@ def test_sums_beyond_twenty_eight_digits_stay_exact():
                          activity_tkm=Decimal("9999999999999.999999"),
                          emissions_kg=Decimal("1234567890123456789012345.123457"),
                          first_activity_date=day, last_activity_date=day)
-    summary = customers.summarize("test", [row] * 3)
+    summary = customer_analytics.summarize("test", [row] * 3)
     assert summary["emissions"]["value"] == Decimal("3703703670370370367037035.370371")
     assert summary["activity"]["value"] == Decimal("29999999999999.999997")
     assert summary["calculation_count"] == 3
     big = Decimal("1" * 40 + ".000001")
-    assert customers.EXACT.add(big, big) == Decimal("2" * 40 + ".000002")
+    assert customer_analytics.EXACT.add(big, big) == Decimal("2" * 40 + ".000002")
 
 
 # --- concurrent writers ------------------------------------------------------------------------
@@ -385,7 +386,7 @@ def test_totals_equal_the_stored_calculations_under_concurrent_writers(app, acme
         count, activity, emissions)
     by_context = analytics["by_business_context"]
     assert by_context["upstream"]["calculation_count"] + by_context["downstream"]["calculation_count"] == count
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
 
 
 @pytest.mark.on_both
@@ -397,15 +398,15 @@ def test_a_rebuild_beside_concurrent_writers_loses_no_calculation(app, acme):
         while any(thread.is_alive() for thread in threads) or rebuilds < 2:
             # Damage the rollup, then repair it while calculations keep arriving.
             CustomerRollup.update(calculation_count=0).execute()
-            customers.rebuild()
+            customer_analytics.rebuild()
             rebuilds += 1
         for thread in threads:
             thread.join()
     assert failures == []
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
     count, _, _ = stored_sums(acme.customer.id)
     assert count == 20
-    assert customers.find_with_analytics(acme.org.id, "test", "cust-1")["analytics"]["calculation_count"] == 20
+    assert customer_analytics.find_with_analytics(acme.org.id, "test", "cust-1")["analytics"]["calculation_count"] == 20
 
 
 @pytest.mark.on_both
@@ -450,12 +451,12 @@ def test_verify_beside_concurrent_writers_reports_no_false_drift(app, acme):
         while any(thread.is_alive() for thread in threads) or not reports:
             # Each customer is checked in one snapshot: a calculation committed between reading
             # the rollup and reading the calculations must not look like drift.
-            reports.append(customers.verify().drifted)
+            reports.append(customer_analytics.verify().drifted)
         for thread in threads:
             thread.join()
     assert failures == []
     assert all(drifted == [] for drifted in reports)
-    assert customers.verify().calculations == 20
+    assert customer_analytics.verify().calculations == 20
 
 
 def test_an_empty_customer_reference_is_customer_not_found_after_authentication(client, acme):
@@ -472,7 +473,7 @@ def test_the_analytics_answer_follows_every_change_of_its_rows(client, acme):
     first = analytics()
     lifetime = {name: value for name, value in first["analytics"].items() if name not in ("period", "by_month")}
     assert analytics() == first
-    assert {**first, "analytics": lifetime} == customers.find_with_analytics(acme.org.id, "test", "cust-1")
+    assert {**first, "analytics": lifetime} == customer_analytics.find_with_analytics(acme.org.id, "test", "cust-1")
     post_calculation(client, acme, "answer-1", status=201)
     assert analytics()["analytics"]["calculation_count"] == first["analytics"]["calculation_count"] + 1
     acme.customer.name, acme.customer.status = "Acme Renamed Ltd", "suspended"  # as the CLI or workspace would

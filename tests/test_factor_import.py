@@ -9,8 +9,10 @@ from decimal import Decimal
 import pytest
 
 from emissions import audit
+from emissions import factor_files
 from emissions import factors
 from emissions import migrations
+from emissions import db as db_setup
 from emissions import models
 from conftest import make_factor, make_org, post_calculation
 
@@ -21,7 +23,7 @@ HEADER = "reference,mode,name,source,region,valid_from,valid_to,ttw,wtt"
 def run(emissions, config):
     """`emissions ARGS` in-process (conftest) on a migrated database, as after `emissions migrate`:
     (exit status, stdout, stderr)."""
-    migrations.run(models.bind(config.database_url))
+    migrations.run(db_setup.bind(config.database_url))
     return emissions
 
 
@@ -192,13 +194,13 @@ def test_an_unreadable_file_is_one_line(run, app, tmp_path):
 
 @pytest.mark.on_both
 def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, tmp_path, acme, ok):
-    factors.load_library()
+    factor_files.load_library(actor="test")
     exported = tmp_path / "library.csv"
     assert ok("factor", "export", "--output", exported) == {
         "exported": 128 + 1, "organization": None, "file": str(exported)}  # and road-default
     with exported.open(newline="", encoding="utf-8") as stream:
         rows = list(csv.DictReader(stream))
-    assert tuple(rows[0]) == factors.CSV_COLUMNS
+    assert tuple(rows[0]) == factor_files.CSV_COLUMNS
     long_haul = next(row for row in rows if row["reference"] == "desnz-2025-air-freight-long-haul-with-rf")
     assert (long_haul["ttw"], long_haul["wtt"], long_haul["value"], long_haul["radiative_forcing"],
             long_haul["ttw_id"], long_haul["publication_licence"]) == (
@@ -214,7 +216,7 @@ def test_export_writes_the_import_format_and_imports_back_the_same_factors(run, 
 
 def test_export_of_an_organization_without_factors_is_the_header_alone(run, acme, ok):
     status, out, _ = run("factor", "export", "--org", "acme")
-    assert (status, out) == (0, ",".join(factors.CSV_COLUMNS) + "\n")
+    assert (status, out) == (0, ",".join(factor_files.CSV_COLUMNS) + "\n")
     assert ok("factor", "export", "--org", "acme")["csv"] == out
     assert io.StringIO(out).readline().startswith("reference,mode,name,source")
 

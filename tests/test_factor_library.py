@@ -14,11 +14,14 @@ import pytest
 
 from emissions import audit
 from emissions import cli
-from emissions import customers
+from emissions import analytics as customer_analytics
+from emissions import factor_files
 from emissions import factors
 from emissions import jsoncodec
 from emissions import migrations
+from emissions import db as db_setup
 from emissions import models
+from emissions.db import bind
 from conftest import make_factor, post_calculation
 
 SHARED_FILE = Path(__file__).resolve().parents[1].parent / "shared" / "factors" / "desnz-2025-freight.csv"
@@ -44,7 +47,7 @@ def mapped(rows: list[dict]) -> list[dict]:
 def run(emissions, config):
     """`emissions ARGS` in-process (conftest) on a migrated database, as after `emissions migrate`:
     (exit status, stdout, stderr)."""
-    migrations.run(models.bind(config.database_url))
+    migrations.run(db_setup.bind(config.database_url))
     return emissions
 
 
@@ -85,17 +88,17 @@ def test_the_shipped_library_is_the_shared_file_built_again():
     spec = importlib.util.spec_from_file_location("build_factor_library", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.build(SHARED_FILE) == json.loads(factors.LIBRARY_PATH.read_text(encoding="utf-8"))
+    assert module.build(SHARED_FILE) == json.loads(factor_files.LIBRARY_PATH.read_text(encoding="utf-8"))
     assert len(rows) == 154
 
 
 def test_the_package_cites_the_publication_itself():
-    library = json.loads(factors.LIBRARY_PATH.read_text(encoding="utf-8"))
+    library = json.loads(factor_files.LIBRARY_PATH.read_text(encoding="utf-8"))
     assert library["publication"]["title"] == "Greenhouse gas reporting: conversion factors 2025"
     assert library["publication"]["licence"] == "Open Government Licence v3.0"
     assert library["publication"]["year"] == 2025
     assert "NOT compared with the official DESNZ 2025 workbook" in library["verification"]
-    assert "shared/" not in factors.LIBRARY_PATH.read_text(encoding="utf-8")
+    assert "shared/" not in factor_files.LIBRARY_PATH.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("reference, forcing, value", [
@@ -111,7 +114,7 @@ def test_the_package_cites_the_publication_itself():
     ("desnz-2025-sea-crude-tanker-120000-199999-dwt", None, "0.00546"),
 ])
 def test_references_follow_the_documented_scheme(app, reference, forcing, value):
-    factors.load_library()
+    factor_files.load_library(actor="test")
     factor = models.Factor.get((models.Factor.reference == reference) & (models.Factor.status == "active"))
     assert (factor.radiative_forcing, factor.value) == (forcing, Decimal(value))
 
@@ -146,7 +149,7 @@ def test_a_database_with_the_first_six_factor_library_gets_new_versions_and_keep
     before = post_calculation(client, acme, "k1", status=201, factor_reference=old.reference)
     stored = models.Calculation.get_by_id(before.json["id"]).body
 
-    outcome = factors.load_library()
+    outcome = factor_files.load_library(actor="test")
     assert outcome.updated == [old.reference] and len(outcome.created) == 127
     new = models.Factor.get((models.Factor.reference == old.reference) & (models.Factor.status == "active"))
     assert (new.version, new.value, new.ttw_id) == (2, Decimal("0.12522"), "27_304_3140_14_1")
@@ -161,9 +164,9 @@ def test_a_database_with_the_first_six_factor_library_gets_new_versions_and_keep
 
 def test_a_retired_library_reference_stays_retired_and_a_private_one_is_left_to_its_owner(app, acme):
     make_factor("desnz-2025-sea-container-ship-average", mode="SEA", value="0.02", organization=acme.org)
-    factors.load_library()
-    factors.retire("desnz-2025-road-van-average-diesel")
-    outcome = factors.load_library()
+    factor_files.load_library(actor="test")
+    factors.retire("desnz-2025-road-van-average-diesel", actor="test")
+    outcome = factor_files.load_library(actor="test")
     assert sorted(outcome.skipped) == [("desnz-2025-road-van-average-diesel", "is retired"),
                                        ("desnz-2025-sea-container-ship-average", "belongs to acme")]
     assert not models.Factor.select().where((models.Factor.reference == "desnz-2025-road-van-average-diesel")
@@ -204,7 +207,7 @@ def test_a_calculation_on_every_library_factor_answers_parts_that_add_up_exactly
     total = analytics["emissions"]
     assert analytics["calculation_count"] == 127 and total["breakdown"]["unattributed"] == 0
     assert total["breakdown"]["ttw"] + total["breakdown"]["wtt"] == total["value"]
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
 
 
 @pytest.mark.parametrize("ttw, wtt, expected", [
@@ -266,7 +269,7 @@ def test_analytics_split_ttw_wtt_and_unattributed_so_the_three_add_up(client, ac
     assert analytics["by_mode"]["ROAD"]["emissions"]["breakdown"] == split(bodies[:3])
     assert analytics["by_mode"]["SEA"]["emissions"]["breakdown"] == split(bodies[3:])
     assert analytics["by_business_context"]["upstream"]["emissions"]["breakdown"] == split(bodies[:2])
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
 
 
 @pytest.mark.on_both
@@ -275,11 +278,11 @@ def test_verify_finds_a_rollup_whose_ttw_sum_drifted_and_rebuild_repairs_it(clie
     post_calculation(client, acme, status=201, factor_reference="parts")
     before = client.get("/v1/customers/cust-1/emissions", headers=acme.headers()).json
     models.CustomerRollup.update(emissions_ttw_kg=Decimal("1")).execute()
-    drifted = customers.verify().drifted
+    drifted = customer_analytics.verify().drifted
     assert [row["expected"]["emissions_ttw_kg"] for row in drifted[0].to_dict()["rows"]] == ["400"]
     assert [row["stored"]["emissions_ttw_kg"] for row in drifted[0].to_dict()["rows"]] == ["1"]
-    customers.rebuild()
-    assert customers.verify().drifted == []
+    customer_analytics.rebuild()
+    assert customer_analytics.verify().drifted == []
     assert client.get("/v1/customers/cust-1/emissions", headers=acme.headers()).json == before
 
 
@@ -328,6 +331,6 @@ def test_several_processes_loading_the_library_at_once_create_each_version_once(
     assert [status for status, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
     outcomes = [json.loads(out) for _, out, _ in results]
     assert sorted(outcome["created"] for outcome in outcomes) == [0, 0, 128]
-    models.bind(database_url)
+    bind(database_url)
     assert models.Factor.select().count() == 128
     assert models.Factor.select().where(models.Factor.version != 1).count() == 0

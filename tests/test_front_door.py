@@ -15,6 +15,7 @@ import requests
 
 from emissions import cli
 from emissions import migrations
+from emissions import db as db_setup
 from emissions import models
 from emissions.models import SCOPES
 from conftest import EMISSIONS, free_port, output_until_serving
@@ -27,7 +28,7 @@ PASSWORD = "correct horse battery"
 def migrated(request):
     """Commands run in-process meet a migrated database, as after `emissions migrate`."""
     if "emissions" in request.fixturenames:
-        migrations.run(models.bind(request.getfixturevalue("config").database_url))
+        migrations.run(db_setup.bind(request.getfixturevalue("config").database_url))
 
 
 def environment_without_database_url() -> dict:
@@ -132,7 +133,7 @@ def test_migrate_then_org_list_on_an_unmigrated_postgres_schema(tmp_path):
         count = len(migrations.available())
         assert (refused.returncode, refused.stderr) == (
             1, f"emissions: the database has {count} pending migrations: run `emissions migrate` first\n")
-        database = models.open_database(url)
+        database = db_setup.open_database(url)
         assert database.execute_sql("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
                                     ).fetchone()[0] == 0
         database.close()

@@ -16,7 +16,7 @@ from emissions import calculations
 from emissions import jsoncodec
 from emissions import models
 from emissions import schemas
-from emissions import webhooks
+from emissions.webhooks import events as webhook_events
 from emissions.app import UUID_PATTERN
 from conftest import post_calculation, record_statements
 
@@ -222,7 +222,7 @@ def test_the_event_payload_carries_the_data_text_as_it_is(payloads):
         environment, event_type = pick(ENVIRONMENTS, index), pick(["calculation.succeeded", "calculation.failed"],
                                                                   index)
         created_at = pick(MOMENTS, index)
-        event = webhooks.new_event(7, environment, event_type, data_json, created_at)
+        event = webhook_events.new_event(7, environment, event_type, data_json, created_at)
         parsed = jsoncodec.loads(event.payload)
         assert event.payload == jsoncodec.dumps(parsed)
         assert in_order(parsed) == in_order({"id": event.id, "type": event_type,
@@ -235,7 +235,7 @@ def test_the_event_payload_carries_the_data_text_as_it_is(payloads):
 
 def test_an_event_without_a_moment_of_its_own_is_made_now():
     before = models.utcnow()
-    event = webhooks.new_event(7, "test", "calculation.succeeded", '{"id":"x"}')
+    event = webhook_events.new_event(7, "test", "calculation.succeeded", '{"id":"x"}')
     after = models.utcnow()
     assert before <= event.created_at <= after
     assert event.created_at.tzinfo is not None

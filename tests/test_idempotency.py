@@ -13,7 +13,9 @@ from emissions import auth
 from emissions import calculations
 from emissions import factors
 from emissions import jsoncodec
+from emissions import db as db_setup
 from emissions import models
+from emissions.db import is_postgres
 from emissions.errors import IdempotencyError
 from conftest import (LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation,
                       record_statements)
@@ -63,7 +65,7 @@ def test_a_replay_returns_200_with_the_original_body_and_writes_nothing(client, 
 @pytest.mark.on_both
 def test_a_replay_still_answers_after_the_factor_is_retired_and_the_customer_suspended(client, acme):
     first = post_calculation(client, acme, status=201)
-    factors.retire("road-default")
+    factors.retire("road-default", actor="test")
     models.Customer.update(status="suspended").where(models.Customer.id == acme.customer.id).execute()
     assert post_calculation(client, acme, status=200).body == first.body
 
@@ -223,7 +225,7 @@ class BlockedWriters:
 
     def wait_for(self, count: int) -> None:
         """Return once `count` requests wait to write."""
-        if not models.is_postgres():
+        if not is_postgres():
             for number in range(count):
                 assert self.began.acquire(timeout=30), f"only {number} of {count} requests reached the insert"
             return
@@ -265,7 +267,7 @@ def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool
             assert noted.status_code == 200, noted.text
             blocked = BlockedWriters(monkeypatch, table)
         with models.db.atomic() if hold_writes else contextlib.nullcontext():
-            if hold_writes and models.is_postgres():
+            if hold_writes and db_setup.is_postgres():
                 models.db.execute_sql(f"LOCK TABLE {table} IN EXCLUSIVE MODE")  # reads pass, inserts wait
             for thread in threads:
                 thread.start()

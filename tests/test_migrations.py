@@ -12,10 +12,13 @@ from decimal import Decimal
 import peewee as pw
 import pytest
 
-from emissions import customers
+from emissions import analytics as customer_analytics
 from emissions import migrations
 from emissions import models
-from emissions import webhooks
+from emissions.db import bind, is_postgres, open_database
+from emissions.webhooks import delivery as webhook_delivery
+from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import events as webhook_events
 from emissions.config import Config
 from conftest import EMISSIONS, POSTGRES_URL, make_customer, make_org, record_statements
 
@@ -51,7 +54,7 @@ def empty_postgres_schema(name: str):
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
     schema = f"{name}_{os.getpid()}"
-    admin = models.open_database(POSTGRES_URL)
+    admin = open_database(POSTGRES_URL)
     admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     admin.execute_sql(f"CREATE SCHEMA {schema}")
     separator = "&" if "?" in POSTGRES_URL else "?"
@@ -91,7 +94,7 @@ def index_definitions(database, table: str) -> dict[str, str]:
 
 @pytest.mark.on_both
 def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(database_url):
-    database = models.open_database(database_url)
+    database = open_database(database_url)
     migrations.run(database)
     calculation = index_definitions(database, "calculation")
     events = index_definitions(database, "webhook_event")
@@ -133,7 +136,7 @@ def plan(statement: str, params: tuple) -> str:
 
 def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
     assert "webhook_event_pending" in text and "webhook_event_delivering" in text, text
-    if models.is_postgres():
+    if is_postgres():
         assert "Seq Scan on webhook_event" not in text, text
     else:  # every table is SEARCHed through an index, none SCANned (not even through an index)
         assert not re.search(r"^SCAN (?!CONSTANT ROW)", text, re.M), text
@@ -142,11 +145,11 @@ def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
 @pytest.mark.on_both
 def test_the_delivery_claim_reads_only_the_partial_indexes_of_due_events(config, acme, monkeypatch):
     for number in range(200):  # no endpoint yet: skipped, in no index but the primary key
-        webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
-    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
-    event = webhooks.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
-    early = webhooks.Deliverer(config, clock=lambda: event.created_at - dt.timedelta(minutes=1))
-    late = webhooks.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
+        webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test")
+    event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
+    early = webhook_delivery.Deliverer(config, clock=lambda: event.created_at - dt.timedelta(minutes=1))
+    late = webhook_delivery.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
     try:
         idle = claim_statements(monkeypatch, early)
         assert len(idle) == 1  # the idle poll: one read, nothing due yet
@@ -177,7 +180,7 @@ ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
 
 
 def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_database_url, monkeypatch):
-    database = models.bind(empty_database_url)
+    database = bind(empty_database_url)
     with monkeypatch.context() as only_the_first:
         only_the_first.setattr(migrations, "available", lambda: FIRST_MIGRATION)
         assert migrations.run(database) == ["0001_initial"]
@@ -195,10 +198,12 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
         activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor, factor_version=1,
         factor_value=factor.value, request_id=models.new_id(), body='{"id": "c"}')
-    skipped = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
-    webhooks.set_endpoint(org.id, "test", "http://127.0.0.1:9/hook")
-    pending = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
-    leased = webhooks.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
+    skipped = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
+    # As 0001 knew an endpoint: set_endpoint also writes an audit event, whose table 0003 adds.
+    models.WebhookEndpoint.create(organization=org, environment="test", url="http://127.0.0.1:9/hook",
+                                  secret=webhook_endpoints.new_secret())
+    pending = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
+    leased = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
     lease_ended = leased.created_at - dt.timedelta(seconds=1)
     (models.WebhookEvent.update(delivery_status="delivering", lock_token="lost", locked_until=lease_ended)
      .where(models.WebhookEvent.id == leased.id).execute())
@@ -215,7 +220,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
     assert not DROPPED_IN_0002 & set(index_definitions(database, "webhook_event"))
 
     # The worker still finds both due deliveries (and not the skipped one) through the new indexes.
-    worker = webhooks.Deliverer(Config(database_url=empty_database_url), clock=lambda: leased.created_at)
+    worker = webhook_delivery.Deliverer(Config(database_url=empty_database_url), clock=lambda: leased.created_at)
     try:
         assert sorted(claim.event_id for claim in worker.claim(8)) == sorted([pending.id, leased.id])
     finally:
@@ -225,7 +230,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
 
 def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emissions_unattributed(
         empty_database_url, monkeypatch):
-    database = models.bind(empty_database_url)
+    database = bind(empty_database_url)
     with monkeypatch.context() as before_0006:
         before_0006.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0006"])
         migrations.run(database)
@@ -252,7 +257,7 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
     factor = models.Factor.get_by_id(factor_id)
     assert (factor.ttw_id, factor.radiative_forcing, factor.publication_title) == (None, None, None)
     assert factor.lineage()["radiative_forcing"] is None
-    analytics = customers.find_with_analytics(org.id, "test", "cust-1")["analytics"]
+    analytics = customer_analytics.find_with_analytics(org.id, "test", "cust-1")["analytics"]
     assert analytics["emissions"] == {"value": Decimal("500.88"), "unit": "kgCO2e", "breakdown": {
         "ttw": Decimal(0), "wtt": Decimal(0), "unattributed": Decimal("500.88")}}
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []

@@ -12,6 +12,7 @@ from webtest import TestApp
 from emissions import keys
 from emissions import migrations
 from emissions import models
+from emissions.db import bind
 from emissions import organizations
 from emissions import workspace
 from emissions.models import AuditEvent, Organization, User
@@ -24,7 +25,7 @@ OPERATOR = "ops@acme.example"
 def migrated(request):
     """The CLI runs on a migrated database, as after `emissions migrate`."""
     if "emissions" in request.fixturenames:
-        migrations.run(models.bind(request.getfixturevalue("config").database_url))
+        migrations.run(bind(request.getfixturevalue("config").database_url))
 
 
 @pytest.fixture

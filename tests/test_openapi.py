@@ -13,6 +13,7 @@ from referencing.jsonschema import DRAFT202012
 from webtest import TestApp
 
 from emissions import models
+from emissions.db import bind
 from emissions import schemas
 from emissions.app import create_app
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
@@ -306,7 +307,7 @@ def test_a_used_up_capacity_429_matches_the_document(client, acme, secret):
 
 
 def test_a_database_outage_is_a_503_that_matches_the_document(client, acme, tmp_path):
-    models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
     response = client.get("/v1/calculations/00000000-0000-4000-8000-000000000000", headers=acme.headers(),
                           status=503)
     assert response.json["error"]["code"] == "INTERNAL_ERROR"

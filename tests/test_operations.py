@@ -21,6 +21,7 @@ from webtest import TestApp
 from emissions import config as config_module
 from emissions import logs
 from emissions import models
+from emissions.db import bind, is_postgres
 from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, post_calculation, serving
 
@@ -40,22 +41,22 @@ def test_healthz_is_200_without_authentication_when_the_database_answers(client)
 @pytest.mark.parametrize("unreachable", ["sqlite-missing-directory", "postgres-closed-port"])
 def test_healthz_is_503_when_the_database_is_unreachable_and_recovers(client, config, tmp_path, unreachable):
     if unreachable == "sqlite-missing-directory":
-        models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+        bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
     else:
         with socket.socket() as probe:  # a port with nothing listening
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        models.bind(f"postgresql://postgres@127.0.0.1:{port}/nothing?connect_timeout=2")
+        bind(f"postgresql://postgres@127.0.0.1:{port}/nothing?connect_timeout=2")
     for _ in range(2):  # and again: a failed check leaves nothing broken behind
         response = client.get("/healthz", status=503)
         assert response.json == {"status": "unavailable", "database": "unreachable"}
         assert response.headers["X-Request-Id"]
-    models.bind(config.database_url)
+    bind(config.database_url)
     assert client.get("/healthz", status=200).json["status"] == "ok"
 
 
 def test_the_api_answers_503_with_retry_after_while_the_database_is_unreachable(client, acme, tmp_path):
-    models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
     response = post_calculation(client, acme, status=503)
     assert response.json == {"error": {
         "code": "INTERNAL_ERROR", "message": "The service is temporarily unavailable; retry after a few seconds.",
@@ -310,7 +311,7 @@ def drop_server_connection(marker: str) -> None:
 
 @pytest.mark.on_both
 def test_a_worker_recovers_after_the_database_drops_its_connection(app, acme):
-    if not models.is_postgres():
+    if not is_postgres():
         pytest.skip("a connection lost to a database restart is a PostgreSQL matter")
     marker = "conn-" + os.urandom(6).hex()
     make_customer(acme.org, marker)

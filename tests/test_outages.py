@@ -13,6 +13,7 @@ import peewee as pw
 import pytest
 import requests
 
+from emissions import db as db_setup
 from emissions import models
 from emissions import outages
 from conftest import EMISSIONS, LiveServer, cli_json, free_port, logistics_body, post_calculation
@@ -33,12 +34,12 @@ def test_an_outage_logs_its_first_failure_whole_then_a_count_a_minute_then_the_r
     clock = Clock()
     app.outage_log.clock = app.health.clock = clock
     caplog.set_level(logging.INFO, logger="emissions.error")
-    models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    db_setup.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
     for number in range(5):
         post_calculation(client, acme, idempotency_key=f"k-{number}", status=503)
     clock.now += 61
     post_calculation(client, acme, idempotency_key="k-5", status=503)
-    models.bind(config.database_url)
+    db_setup.bind(config.database_url)
     post_calculation(client, acme, idempotency_key="k-6", status=201)
     post_calculation(client, acme, idempotency_key="k-7", status=201)
     lines = [(record.getMessage(), bool(record.exc_info), getattr(record, "fields", {}).get("failures"))
@@ -50,9 +51,9 @@ def test_an_outage_logs_its_first_failure_whole_then_a_count_a_minute_then_the_r
 def test_the_workspace_shows_a_503_page_while_the_database_is_unreachable(client, acme, tmp_path):
     from emissions import workspace
     from test_workspace import PASSWORD, sign_in
-    workspace.create_user(acme.org, "ops@acme.example", PASSWORD)
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
     sign_in(client)
-    models.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
+    db_setup.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")
     page = client.get("/workspace/calculations", status=503)
     assert "Temporarily unavailable" in page.text and "retry after a few seconds" in page.text
     assert page.headers["Retry-After"] == "5"
@@ -64,7 +65,7 @@ def test_a_read_only_database_file_is_a_503_and_healthz_names_it_until_it_is_wri
     with LiveServer(app) as server:
         assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
         models.db.close()
-        models.db.initialize(pw.SqliteDatabase(f"file:{path}?mode=ro", uri=True, field_types=models.SQLITE_FIELD_TYPES))
+        models.db.initialize(pw.SqliteDatabase(f"file:{path}?mode=ro", uri=True, field_types=db_setup.SQLITE_FIELD_TYPES))
         answer = requests.post(server.url + "/v1/emissions/logistics", json=logistics_body(), timeout=10,
                                headers={**acme.headers("ro-1")})
         assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"

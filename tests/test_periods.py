@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from emissions import analytics as customer_analytics
 from emissions import customers
 from emissions import jsoncodec
 from emissions import migrations
@@ -120,7 +121,7 @@ def test_october_counts_only_october(client, acme, shipped):
 @pytest.mark.on_both
 def test_the_lifetime_answer_is_todays_with_period_and_by_month_added(client, acme, shipped):
     response = client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
-    before = customers.analytics_json(acme.org.id, "test", "cust-1")  # the answer before issue 22
+    before = customer_analytics.analytics_json(acme.org.id, "test", "cust-1")  # the answer before issue 22
     assert before.endswith("}}")
     assert response.text.startswith(before[:-2] + ',"period":{"from":null,"to":null},"by_month":[')
     assert jsoncodec.loads(response.body)["analytics"] == expected_analytics(shipped, None, None)
@@ -136,21 +137,21 @@ def test_the_period_rows_are_one_day_row_and_one_month_row_per_day_mode_and_cont
 
 @pytest.mark.on_both
 def test_verify_finds_a_drifted_period_row_and_rebuild_repairs_it(client, acme, shipped):
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
     row = CustomerPeriodRollup.get(span="day", activity_date=dt.date(2026, 10, 17))
     row.emissions_kg += Decimal("0.000001")
     row.save()
     CustomerPeriodRollup.delete().where(CustomerPeriodRollup.span == "month",
                                         CustomerPeriodRollup.activity_date == dt.date(2026, 11, 1)).execute()
-    drifted = customers.verify().drifted
+    drifted = customer_analytics.verify().drifted
     assert [drift.customer.reference for drift in drifted] == ["cust-1"]
     rows = drifted[0].to_dict()["rows"]
     assert [(r["span"], r["activity_date"], r["mode"]) for r in rows] == [
         ("month", "2026-11-01", "ROAD"), ("day", "2026-10-17", "SEA")]
     assert rows[0]["stored"] is None and rows[0]["expected"]["calculation_count"] == 2
-    assert customers.verify().calculations == len(SHIPMENTS)  # each calculation counted once
-    customers.rebuild()
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().calculations == len(SHIPMENTS)  # each calculation counted once
+    customer_analytics.rebuild()
+    assert customer_analytics.verify().drifted == []
     assert analytics(client, acme, "from=2026-10-01") == expected_analytics(shipped, "2026-10-01", None)
 
 
@@ -161,7 +162,7 @@ def test_the_migration_builds_the_period_rows_from_stored_calculations(client, a
     database.execute_sql("DROP TABLE customer_period_rollup")
     database.execute_sql("DELETE FROM migration_history WHERE name = '0009_customer_period_rollups'")
     assert migrations.run(database) == ["0009_customer_period_rollups"]
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
     for start, end in PERIODS[:3]:
         assert analytics(client, acme, f"from={start}&to={end}") == expected_analytics(shipped, start, end)
 

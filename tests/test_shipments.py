@@ -6,7 +6,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
 
-from emissions import customers, factors, jsoncodec, models
+from emissions import analytics as customer_analytics
+from emissions import customers, factor_files, factors, jsoncodec, models
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
 from tests.conftest import LiveServer, make_factor, make_org
 from tests.test_idempotency import race
@@ -25,7 +26,7 @@ def r6(value: Decimal) -> Decimal:
 
 @pytest.fixture
 def library(app):
-    factors.load_library()
+    factor_files.load_library(actor="test")
     make_factor(TERMINAL, mode="HUB", value=None, ttw_value="0.95", wtt_value="0.35", name="Container terminal",
                 hub_type="container_terminal")
 
@@ -133,7 +134,7 @@ def test_one_transaction_stores_legs_hubs_rollups_usage_and_one_event(client, ac
     assert analytics["emissions"]["value"] == (road["emissions"]["value"] + sea["emissions"]["value"]
                                                + hubs["emissions"]["value"]) == body["totals"]["emissions"]["value"]
     assert analytics["activity"]["value"] == body["totals"]["activity"]["value"]
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
 
 
 @pytest.mark.on_both
@@ -255,7 +256,7 @@ def test_legs_that_do_not_fit_the_capacity_are_a_429_storing_nothing(client, acm
     assert Shipment.select().count() == 1 and Calculation.select().count() == 3
     assert ShipmentHub.select().count() == 1 and UsageCounter.get().count == 3
     assert WebhookEvent.select().count() == 1
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
 
 
 @pytest.mark.on_both
@@ -276,7 +277,7 @@ def test_shipments_are_tenant_safe_and_listed_newest_first(client, acme, globex,
 def test_hub_factors_are_governed_and_travel_by_csv(app, library):
     import io
     stream = io.StringIO()
-    factors.export_factors(stream)
+    factor_files.export_factors(stream)
     rows = [line for line in stream.getvalue().splitlines() if line.startswith(TERMINAL)]
     assert rows and rows[0].endswith(",container_terminal")
     with pytest.raises(factors.FactorError, match="hub_type must be one of"):
@@ -352,7 +353,7 @@ def test_analytics_verify_recounts_the_hubs_and_rebuild_repairs_them(client, acm
     status, out, _ = emissions("analytics", "verify", "--json")
     assert status != 0 and '"HUB"' in out
     assert emissions("analytics", "rebuild", "--json")[0] == 0
-    assert customers.verify().drifted == []
+    assert customer_analytics.verify().drifted == []
     analytics = exact(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()))["analytics"]
     assert analytics["hubs"]["emissions"]["value"] == 26
     assert analytics["emissions"]["value"] == sum(mode["emissions"]["value"] for mode in

@@ -17,7 +17,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.fixture
 def drawn(client, acme, globex, library):  # noqa: F811
     """acme's worked example and globex's one-leg shipment, and acme's workspace user signed in."""
-    workspace.create_user(acme.org, "ops@acme.example", PASSWORD)
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
     mine = post(client, acme, worked_example(), status=201).json
     theirs = post(client, globex, worked_example(elements=worked_example()["elements"][:1]), status=201).json
     sign_in(client)

@@ -10,7 +10,7 @@ import pytest
 from webtest import TestApp
 
 from emissions import models
-from emissions import webhooks
+from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.app import create_app
 from conftest import logistics_body, record_statements
 
@@ -56,7 +56,7 @@ def test_a_new_calculation_is_one_lookup_and_one_transaction_of_five_writes(warm
 
 
 def test_a_new_calculation_with_a_webhook_endpoint_sends_the_same_statements(warm_client, acme, statements):
-    webhooks.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test")
     with statements as sent:
         post(warm_client, acme, "count-hook", 201)
     assert sent == POST_NEW

@@ -20,7 +20,8 @@ from webtest import TestApp
 
 from emissions import models
 from emissions import testing
-from emissions import webhooks
+from emissions.webhooks import delivery as webhook_delivery
+from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.testing import Sandbox
 from test_packaging import clean_environment, site_packages, source, wheel  # noqa: F401 (fixtures)
 from webhook_receiver import Receiver, documented_verify
@@ -175,9 +176,9 @@ def test_an_event_is_what_the_deliverer_sends_but_for_the_moment_it_is_signed(em
     receiver = Receiver()
     try:
         organization = models.Organization.get(models.Organization.slug == "sandbox")
-        webhooks.set_endpoint(organization.id, "test", receiver.url)
+        webhook_endpoints.set_endpoint(organization.id, "test", receiver.url, actor="test")
         (event,) = emissions_sandbox.events()
-        deliverer = webhooks.Deliverer(emissions_sandbox.config)
+        deliverer = webhook_delivery.Deliverer(emissions_sandbox.config)
         try:
             assert deliverer.run_once()["succeeded"] == 1
         finally:

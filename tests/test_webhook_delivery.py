@@ -19,7 +19,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from emissions import scheduler
-from emissions import webhooks
+from emissions.webhooks import delivery as webhook_delivery
+from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import events as webhook_events
+from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation
 from emissions.models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
 from webhook_receiver import Receiver, documented_verify
@@ -49,11 +52,11 @@ def receiver():
 
 def endpoint(persona, url: str, environment: str = "test") -> str:
     """Set the persona's endpoint; return its secret."""
-    return webhooks.set_endpoint(persona.org.id, environment, url)[1]
+    return webhook_endpoints.set_endpoint(persona.org.id, environment, url, actor="test")[1]
 
 
-def deliverer(config, **kwargs) -> webhooks.Deliverer:
-    return webhooks.Deliverer(config, **kwargs)
+def deliverer(config, **kwargs) -> webhook_delivery.Deliverer:
+    return webhook_delivery.Deliverer(config, **kwargs)
 
 
 def deliver_one_calculation(client, config, persona, receiver) -> None:
@@ -71,7 +74,7 @@ def attempts_of(event_id: str) -> list[WebhookAttempt]:
 
 
 def by_hand(secret: str, received) -> str:
-    """The documented formula, written out independently of webhooks.sign."""
+    """The documented formula, written out independently of webhook_signing.sign."""
     message = (received.headers["X-Service-Webhook-Id"] + "." + received.headers["X-Service-Webhook-Timestamp"]
                + ".").encode() + received.body
     return "v1=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
@@ -92,7 +95,7 @@ def test_succeeded_event_is_signed_with_the_documented_formula(client, config, a
     assert received.headers["X-Service-Webhook-Id"] == event.id
     assert received.headers["X-Service-Webhook-Signature"] == by_hand(secret, received)
     assert documented_verify()(secret, received.headers, received.body) == event.id
-    assert webhooks.verify(secret, received.headers, received.body) == event.id
+    assert webhook_signing.verify(secret, received.headers, received.body) == event.id
     body = json.loads(received.body)
     assert body == {"id": event.id, "type": "calculation.succeeded", "created_at": body["created_at"],
                     "environment": "test", "data": created.json}
@@ -160,8 +163,8 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
 
-    assert webhooks.redeliver(event.id).delivery_status == "pending"
-    again = webhooks.redeliver(event.id)  # already pending: stays so, due now
+    assert webhook_events.redeliver(event.id).delivery_status == "pending"
+    again = webhook_events.redeliver(event.id)  # already pending: stays so, due now
     assert (again.delivery_status, again.attempt_count) == ("pending", 0)
     assert worker.run_once()["succeeded"] == 1
     worker.close()
@@ -258,7 +261,7 @@ def test_workers_running_at_once_never_send_the_same_attempt(config, acme, recei
     EVENTS = 80
     endpoint(acme, receiver.url)
     for number in range(EVENTS):
-        webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+        webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
     workers = [deliverer(config, batch_size=2, threads=2) for _ in range(4)]
     start = threading.Barrier(len(workers))
     results: list[dict] = []
@@ -294,12 +297,12 @@ def test_410_disables_the_endpoint_and_later_deliveries_wait_for_a_new_one(clien
 
     post_calculation(client, acme, "second", status=201, external_reference="s-2")
     assert WebhookEvent.get(WebhookEvent.payload.contains('"s-2"')).delivery_status == "skipped"
-    with pytest.raises(webhooks.WebhookError, match="no enabled webhook endpoint"):
-        webhooks.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id)
+    with pytest.raises(webhook_endpoints.WebhookError, match="no enabled webhook endpoint"):
+        webhook_events.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id)
 
     endpoint(acme, receiver.url)  # the operator sets it again: enabled
     skipped = WebhookEvent.get(WebhookEvent.delivery_status == "skipped")
-    webhooks.redeliver(skipped.id)
+    webhook_events.redeliver(skipped.id)
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     receiver.close()
@@ -387,14 +390,14 @@ def test_a_held_delivery_does_not_stall_deliveries_that_fall_due_meanwhile(confi
     slow, fast = Receiver(hold=hold), Receiver()
     endpoint(acme, slow.url)
     endpoint(globex, fast.url)
-    webhooks.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
     worker = deliverer(config.with_(webhook_poll_seconds=0.05), threads=2)
     results: list[dict] = []
     running = threading.Thread(target=lambda: results.append(worker.run_once()))
     running.start()
     try:
         assert slow.wait_for(1)  # acme's receiver holds its answer
-        later = webhooks.record_event(globex.org.id, "test", "calculation.succeeded", json.dumps({"n": 2}))
+        later = webhook_events.record_event(globex.org.id, "test", "calculation.succeeded", json.dumps({"n": 2}))
         assert fast.wait_for(1)  # globex's event goes out on the free slot meanwhile
         assert [r.event_id for r in fast.received] == [later.id]
     finally:
@@ -411,7 +414,7 @@ def test_a_live_name_that_resolved_publicly_but_connects_to_loopback_gets_no_req
     # DNS rebinding: the check sees a public address, the connection then reaches loopback.
     url = f"http://localhost:{urlsplit(receiver.url).port}/hooks"
     WebhookEndpoint.create(organization=acme.org, environment="live", url=url, secret="whsec_x")
-    webhooks.record_event(acme.org.id, "live", "calculation.succeeded", json.dumps({"n": 1}))
+    webhook_events.record_event(acme.org.id, "live", "calculation.succeeded", json.dumps({"n": 1}))
 
     def public_dns(host, port, type=0):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
@@ -519,12 +522,12 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
     """A run comes every WEBHOOK_POLL_SECONDS: a database outage must not write a traceback each time."""
     sender = deliverer(config)
     now = [1000.0]
-    monkeypatch.setattr(webhooks.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(webhook_delivery.time, "monotonic", lambda: now[0])
     down = [True]
 
     def run_once():
         if down[0]:
-            raise webhooks.pw.OperationalError("could not connect to server\nsecond line")
+            raise webhook_delivery.pw.OperationalError("could not connect to server\nsecond line")
         return {}
 
     monkeypatch.setattr(sender, "run_once", run_once)

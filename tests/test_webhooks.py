@@ -12,7 +12,9 @@ import pytest
 
 from emissions import cli
 from emissions import models
-from emissions import webhooks
+from emissions.webhooks import delivery as webhook_delivery
+from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import signing as webhook_signing
 from emissions.models import WebhookEndpoint, WebhookEvent
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
 
@@ -33,7 +35,7 @@ def golden_headers(signature: str = GOLDEN_SIGNATURE, timestamp: str = GOLDEN_TI
 # --- signing, the golden vector, verification -------------------------------------------------
 
 def test_golden_vector_signs_to_the_documented_signature():
-    assert webhooks.sign(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_TIMESTAMP, GOLDEN_BODY.encode()) == GOLDEN_SIGNATURE
+    assert webhook_signing.sign(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_TIMESTAMP, GOLDEN_BODY.encode()) == GOLDEN_SIGNATURE
     by_hand = hmac.new(GOLDEN_SECRET.encode(), f"{GOLDEN_ID}.{GOLDEN_TIMESTAMP}.{GOLDEN_BODY}".encode(),
                        hashlib.sha256).hexdigest()
     assert GOLDEN_SIGNATURE == "v1=" + by_hand
@@ -56,7 +58,7 @@ def test_the_documented_receiver_snippet_accepts_the_golden_vector_and_rejects_a
 def test_verify_returns_the_event_id_of_a_fresh_delivery_with_any_header_case():
     headers = {name.lower(): value for name, value in golden_headers().items()}
     now = int(GOLDEN_TIMESTAMP) + 299
-    assert webhooks.verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), now=now) == GOLDEN_ID
+    assert webhook_signing.verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), now=now) == GOLDEN_ID
 
 
 @pytest.mark.parametrize("secret, headers, body, now, reason", [
@@ -73,8 +75,8 @@ def test_verify_returns_the_event_id_of_a_fresh_delivery_with_any_header_case():
     (GOLDEN_SECRET, {"X-Service-Webhook-Id": GOLDEN_ID}, GOLDEN_BODY, 0, "missing"),
 ])
 def test_verify_refuses_a_forged_stale_or_incomplete_delivery(secret, headers, body, now, reason):
-    with pytest.raises(webhooks.InvalidSignature, match=reason):
-        webhooks.verify(secret, headers, body.encode(), now=int(GOLDEN_TIMESTAMP) + now)
+    with pytest.raises(webhook_signing.InvalidSignature, match=reason):
+        webhook_signing.verify(secret, headers, body.encode(), now=int(GOLDEN_TIMESTAMP) + now)
 
 
 HOSTILE_HEADERS = [
@@ -90,8 +92,8 @@ HOSTILE_HEADERS = [
 
 @pytest.mark.parametrize("headers", HOSTILE_HEADERS)
 def test_verify_answers_hostile_headers_with_invalid_signature_only(headers):
-    with pytest.raises(webhooks.InvalidSignature):
-        webhooks.verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), now=int(GOLDEN_TIMESTAMP))
+    with pytest.raises(webhook_signing.InvalidSignature):
+        webhook_signing.verify(GOLDEN_SECRET, headers, GOLDEN_BODY.encode(), now=int(GOLDEN_TIMESTAMP))
 
 
 @pytest.mark.parametrize("headers", HOSTILE_HEADERS)
@@ -102,7 +104,7 @@ def test_the_documented_receiver_snippet_answers_hostile_headers_with_its_own_va
 
 
 def test_signed_headers_carry_the_id_the_timestamp_and_a_v1_signature():
-    headers = webhooks.signed_headers(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_BODY.encode(), int(GOLDEN_TIMESTAMP))
+    headers = webhook_signing.signed_headers(GOLDEN_SECRET, GOLDEN_ID, GOLDEN_BODY.encode(), int(GOLDEN_TIMESTAMP))
     assert headers == golden_headers()
     assert re.fullmatch(r"v1=[a-f0-9]{64}", headers["X-Service-Webhook-Signature"])
 
@@ -138,7 +140,7 @@ DNS = fake_resolver({
     "https://93.184.216.34/hooks",
 ])
 def test_live_endpoint_accepts_public_https_urls(url):
-    assert webhooks.validate_url(url, "live", resolve=DNS) == url
+    assert webhook_endpoints.validate_url(url, "live", resolve=DNS) == url
 
 
 @pytest.mark.parametrize("url, message", [
@@ -164,8 +166,8 @@ def test_live_endpoint_accepts_public_https_urls(url):
     ("https://hooks.example.com/" + "a" * 2048, "longer than 2048"),
 ])
 def test_live_endpoint_refuses_unsafe_or_malformed_urls(url, message):
-    with pytest.raises(webhooks.WebhookError, match=message):
-        webhooks.validate_url(url, "live", resolve=DNS)
+    with pytest.raises(webhook_endpoints.WebhookError, match=message):
+        webhook_endpoints.validate_url(url, "live", resolve=DNS)
 
 
 @pytest.mark.parametrize("url", [
@@ -174,7 +176,7 @@ def test_live_endpoint_refuses_unsafe_or_malformed_urls(url, message):
     "https://[2002:5db8:d822::1]/hooks",  # 6to4 of 93.184.216.34
 ])
 def test_live_endpoint_accepts_ipv6_carrying_a_public_ipv4_address(url):
-    assert webhooks.validate_url(url, "live", resolve=DNS) == url
+    assert webhook_endpoints.validate_url(url, "live", resolve=DNS) == url
 
 
 @pytest.mark.parametrize("url, shown", [
@@ -189,8 +191,8 @@ def test_live_endpoint_accepts_ipv6_carrying_a_public_ipv4_address(url):
     ("https://sixtofour-private.example.com/", "192.168.1.10"),
 ])
 def test_live_endpoint_refuses_ipv6_carrying_a_private_ipv4_address(url, shown):
-    with pytest.raises(webhooks.WebhookError, match=re.escape(f"link-local address ({shown})")):
-        webhooks.validate_url(url, "live", resolve=DNS)
+    with pytest.raises(webhook_endpoints.WebhookError, match=re.escape(f"link-local address ({shown})")):
+        webhook_endpoints.validate_url(url, "live", resolve=DNS)
 
 
 class PeerSocket:
@@ -205,14 +207,14 @@ class PeerSocket:
 
 @pytest.mark.parametrize("peer", ["::127.0.0.1", "64:ff9b::7f00:1", "64:ff9b:1::5db8:d822", "2002:7f00:1::"])
 def test_a_live_attempt_refuses_a_connection_to_ipv6_carrying_a_private_ipv4_address(peer):
-    with pytest.raises(webhooks.WebhookError, match="the connection reached a loopback"):
-        webhooks._Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
+    with pytest.raises(webhook_endpoints.WebhookError, match="the connection reached a loopback"):
+        webhook_delivery._Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
 
 
 def test_a_live_delivery_to_a_name_now_resolving_to_nat64_loopback_is_refused(config):
-    worker = webhooks.Deliverer(config.with_(webhook_timeout_seconds=0.5), resolve=fake_resolver(
+    worker = webhook_delivery.Deliverer(config.with_(webhook_timeout_seconds=0.5), resolve=fake_resolver(
         {"hooks.example.com": ["64:ff9b::7f00:1"]}))
-    claim = webhooks.Claim("event-1", 1, "live", "{}", 0, "token", "https://hooks.example.com/hooks", "whsec_x")
+    claim = webhook_delivery.Claim("event-1", 1, "live", "{}", 0, "token", "https://hooks.example.com/hooks", "whsec_x")
     result = worker.send(claim)
     worker.close()
     assert result.status_code is None
@@ -221,24 +223,24 @@ def test_a_live_delivery_to_a_name_now_resolving_to_nat64_loopback_is_refused(co
 
 def test_live_endpoint_may_be_private_when_the_operator_allows_it():
     url = "https://internal.example.com/hooks"
-    assert webhooks.validate_url(url, "live", allow_private_live=True, resolve=DNS) == url
+    assert webhook_endpoints.validate_url(url, "live", allow_private_live=True, resolve=DNS) == url
 
 
 @pytest.mark.parametrize("url", ["http://localhost:4000/hooks", "http://127.0.0.1:4000/hooks",
                                  "https://internal.example.com/hooks"])
 def test_test_endpoint_may_be_a_local_http_sandbox(url):
-    assert webhooks.validate_url(url, "test", resolve=DNS) == url
+    assert webhook_endpoints.validate_url(url, "test", resolve=DNS) == url
 
 
 # --- endpoints ------------------------------------------------------------------------------
 
 @pytest.mark.on_both
 def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme):
-    endpoint, first = webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/a")
+    endpoint, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test")
     assert re.fullmatch(r"whsec_[0-9A-Za-z]{32}", first)
     endpoint.status, endpoint.disabled_reason = "disabled", "gone"
     endpoint.save()
-    _, second = webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/b")
+    _, second = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b", actor="test")
     stored = WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id)
     assert (stored.url, stored.secret, stored.status, stored.disabled_reason) == (
         "http://localhost:4000/b", second, "enabled", None)
@@ -248,14 +250,14 @@ def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme
 
 @pytest.mark.on_both
 def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
-    _, first = webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/a")
-    endpoint, rotated = webhooks.rotate_secret(acme.org.id, "test")
+    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test")
+    endpoint, rotated = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
     assert rotated != first and endpoint.url == "http://localhost:4000/a"
-    assert webhooks.endpoint_for(acme.org.id, "test").secret == rotated
-    webhooks.remove_endpoint(acme.org.id, "test")
-    assert webhooks.endpoint_for(acme.org.id, "test") is None
-    with pytest.raises(webhooks.WebhookError, match="no webhook endpoint"):
-        webhooks.rotate_secret(acme.org.id, "test")
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated
+    webhook_endpoints.remove_endpoint(acme.org.id, "test", actor="test")
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
+    with pytest.raises(webhook_endpoints.WebhookError, match="no webhook endpoint"):
+        webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
 
 
 @pytest.mark.on_both
@@ -263,9 +265,9 @@ def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(cli
     from conftest import post_calculation
 
     post_calculation(client, acme, "no-endpoint", status=201)
-    webhooks.set_endpoint(acme.org.id, "live", "https://93.184.216.34/hooks")  # another environment
+    webhook_endpoints.set_endpoint(acme.org.id, "live", "https://93.184.216.34/hooks", actor="test")  # another environment
     post_calculation(client, acme, "live-endpoint-only", status=201, external_reference="s-2")
-    webhooks.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks", actor="test")
     post_calculation(client, acme, "with-endpoint", status=201, external_reference="s-3")
     statuses = [event.delivery_status for event in WebhookEvent.select().order_by(WebhookEvent.created_at)]
     assert sorted(statuses) == ["pending", "skipped", "skipped"]
@@ -289,7 +291,7 @@ def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config,
     assert (code, err) == (0, "")
     printed = json.loads(out)
     assert set(printed) == {"url", "secret"} and printed["url"] == "http://localhost:4000/hooks"
-    assert webhooks.endpoint_for(acme.org.id, "test").secret == printed["secret"]
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == printed["secret"]
 
     code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test",
                            "--json")
@@ -300,7 +302,7 @@ def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config,
                            "--json")
     rotated = json.loads(out)
     assert code == 0 and rotated["secret"] != printed["secret"]
-    assert webhooks.endpoint_for(acme.org.id, "test").secret == rotated["secret"]
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated["secret"]
 
     code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "remove", "--org", "acme", "--env", "test",
                            "--json")
@@ -336,6 +338,6 @@ def test_cli_live_private_url_is_accepted_when_the_operator_allows_it(monkeypatc
 
 def test_timestamps_in_signed_headers_are_whole_unix_seconds():
     now = int(time.time())
-    headers = webhooks.signed_headers("whsec_x", GOLDEN_ID, b"{}", now)
+    headers = webhook_signing.signed_headers("whsec_x", GOLDEN_ID, b"{}", now)
     assert headers["X-Service-Webhook-Timestamp"] == str(now)
-    assert webhooks.verify("whsec_x", headers, b"{}") == GOLDEN_ID
+    assert webhook_signing.verify("whsec_x", headers, b"{}") == GOLDEN_ID

@@ -12,11 +12,12 @@ import jwt
 import pytest
 from webtest import TestApp
 
-from emissions import webhooks
+from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import events as webhook_events
 from emissions import workspace
 from emissions.app import create_app
 from emissions.models import (ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint,
-                              WorkspaceFlash, WorkspaceSession, utcnow)
+                              WebhookEvent, WorkspaceFlash, WorkspaceSession, utcnow)
 from emissions.workspace import accounts
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org, stop_the_sign_in_clock, workspace_of
 
@@ -798,7 +799,7 @@ def test_the_csv_download_holds_every_filtered_calculation(client, acme_user, se
 
 
 def test_a_calculation_page_shows_the_stored_body_the_lineage_and_its_event(client, acme_user, secret):
-    webhooks.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook")
+    webhook_endpoints.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook", actor="test")
     key = make_key(acme_user, secret)
     calculation_id = post_calculations(client, key, 1)[0]
     sign_in(client)
@@ -832,7 +833,7 @@ def test_setting_a_webhook_shows_its_secret_once_after_a_redirect(client, acme_u
     sign_in(client)
     page = change_webhook(client).follow()
     secret = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', page.text).group(1)
-    endpoint = webhooks.endpoint_for(acme_user.id, "test")
+    endpoint = webhook_endpoints.endpoint_for(acme_user.id, "test")
     assert endpoint.url == "http://127.0.0.1:9/hook" and endpoint.secret == secret
     assert secret not in client.get("/workspace/webhooks").text
     rotated = change_webhook(client, action="rotate").follow()
@@ -848,50 +849,50 @@ def test_a_live_webhook_must_be_https_and_public(client, acme_user):
     refused = change_webhook(client, url="http://example.com/hook", status=400)
     assert "Not changed" in refused.text and 'value="http://example.com/hook"' in refused.text
     change_webhook(client, url="https://127.0.0.1/hook", status=400)
-    assert webhooks.endpoint_for(acme_user.id, "live") is None
+    assert webhook_endpoints.endpoint_for(acme_user.id, "live") is None
 
 
 def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(client, acme_user):
     sign_in(client)
     change_webhook(client)
     change_webhook(client, action="test")
-    event = webhooks.WebhookEvent.get()
+    event = WebhookEvent.get()
     assert event.type == "calculation.succeeded" and event.environment == "test"
     assert event.delivery_status == "pending" and '"test_event":true' in event.payload
     page = client.get("/workspace/webhooks")
     assert f"Test event {event.id} queued" in page.text  # said once, after the redirect
     assert re.search(rf'data-event="{event.id}".*?<span class="badge">test event</span>', page.text, re.S)
     assert "queued" not in client.get("/workspace/webhooks").text
-    with pytest.raises(webhooks.WebhookError):
-        webhooks.send_test_event(acme_user.id, "live")
+    with pytest.raises(webhook_endpoints.WebhookError):
+        webhook_events.send_test_event(acme_user.id, "live")
 
 
 def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, acme_user):
     sign_in(client)
     change_webhook(client)
     change_webhook(client, action="test")
-    event = webhooks.WebhookEvent.get()
+    event = WebhookEvent.get()
     later = utcnow() + dt.timedelta(hours=1)
-    webhooks.WebhookEvent.update(next_attempt_at=later).execute()
+    WebhookEvent.update(next_attempt_at=later).execute()
     page = client.get("/workspace/webhooks")
     assert "Retry now" in page.text
     client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
-    assert webhooks.WebhookEvent.get().next_attempt_at < later
+    assert WebhookEvent.get().next_attempt_at < later
     assert f"Event {event.id} queued for delivery again." in client.get("/workspace/webhooks").text
-    webhooks.WebhookEvent.update(delivery_status="failed", next_attempt_at=None, attempt_count=8).execute()
+    WebhookEvent.update(delivery_status="failed", next_attempt_at=None, attempt_count=8).execute()
     client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
-    assert (webhooks.WebhookEvent.get().delivery_status, webhooks.WebhookEvent.get().attempt_count) == ("pending", 0)
+    assert (WebhookEvent.get().delivery_status, WebhookEvent.get().attempt_count) == ("pending", 0)
 
 
 def test_another_organizations_event_cannot_be_redelivered(client, acme_user):
     other = make_org("globex")
-    webhooks.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook")
-    event = webhooks.send_test_event(other.id, "test")
-    webhooks.WebhookEvent.update(delivery_status="failed").execute()
+    webhook_endpoints.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook", actor="test")
+    event = webhook_events.send_test_event(other.id, "test")
+    WebhookEvent.update(delivery_status="failed").execute()
     sign_in(client)
     page = client.get("/workspace/webhooks")
     client.post(f"/workspace/webhooks/events/{event.id}/redeliver", {"csrf": csrf_token(page)}, status=404)
-    assert webhooks.WebhookEvent.get().delivery_status == "failed"
+    assert WebhookEvent.get().delivery_status == "failed"
 
 
 # --- team and audit ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import requests
 
 from emissions import auth
 from emissions import models
-from emissions import webhooks
+from emissions.webhooks import delivery as webhook_delivery
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config
@@ -67,7 +67,7 @@ def site(request, tmp_path_factory):
         make_customer(org, reference, name=reference.title() + " Ltd")
     _, key = auth.create_key(org, "test", list(models.SCOPES), auth.instance_secret(None), name="seed")
     receiver = Receiver()
-    deliverer = webhooks.Deliverer(config, threads=2)
+    deliverer = webhook_delivery.Deliverer(config, threads=2)
     delivering = threading.Thread(target=deliverer.run_forever, args=(0.1,), daemon=True)
     delivering.start()
     try:

@@ -9,7 +9,7 @@ row's activity_date is the first day of its month.
 
 Built here from the stored calculations; `emissions analytics verify` and `rebuild` check and
 repair it like customer_rollup. Plain SQL (never import models.py here); on SQLite decimals are
-text summed exactly by decimal_sum, which models.open_database registers.
+text summed exactly by decimal_sum, which emissions.db.open_database registers.
 """
 import peewee as pw
 

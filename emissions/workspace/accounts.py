@@ -18,7 +18,8 @@ import peewee as pw
 
 from .. import affinity
 from .. import audit
-from ..models import Organization, User, WorkspaceSession, db, utcnow
+from ..db import db
+from ..models import Organization, User, WorkspaceSession, utcnow
 
 SESSION_HOURS = 8
 # scrypt: memory-hard, so a stolen hash is slow to guess on any hardware; n=2**14 keeps a sign-in quick.

@@ -18,8 +18,9 @@ import peewee as pw
 from .. import csvfile
 from .. import limits
 from ..jsoncodec import decimal_text
-from ..models import (EXACT_SUM, Calculation, Customer, Factor, Organization, WebhookAttempt, WebhookEvent,
-                      is_postgres, isoformat, utcnow)
+from ..db import EXACT_SUM, is_postgres
+from ..models import (Calculation, Customer, Factor, Organization, WebhookAttempt, WebhookEvent, isoformat,
+                      utcnow)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000

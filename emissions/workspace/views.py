@@ -21,13 +21,16 @@ from urllib.parse import parse_qs, quote, urlencode
 
 import bottle
 
+from .. import analytics
 from .. import audit
 from .. import customers
 from .. import jsoncodec
 from .. import keys
 from .. import outages
-from .. import webhooks
-from ..models import Customer, MODES, SCOPES, Shipment, WebhookEvent, WorkspaceFlash, db, utcnow
+from ..db import db
+from ..models import Customer, MODES, SCOPES, Shipment, WebhookEvent, WorkspaceFlash, utcnow
+from ..webhooks import endpoints as webhook_endpoints
+from ..webhooks import events as webhook_events
 from . import accounts
 from . import chain
 from . import chart
@@ -458,7 +461,7 @@ class Workspace:
         month = insights.emissions_since(org.id, environment, insights.month_start(now))
         days = insights.daily(org.id, environment, 30, now)
         latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
-        endpoint = webhooks.endpoint_for(org.id, environment)
+        endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
         return render("overview", title="Overview", usage=insights.usage(org, self.test_capacity, now),
                       month=month, days=days, chart=chart.daily_bars(days), latest=latest, endpoint=endpoint,
@@ -574,11 +577,8 @@ class Workspace:
     def add_customer(self, session: Session, form: dict):
         fields = {name: _field(form, name).strip() for name in ("reference", "name", "country")}
         try:
-            with db.atomic():  # the change and its audit event, together or not at all
-                customer = customers.create(session.organization, session.environment, fields["reference"],
-                                            fields["name"], fields["country"] or None)
-                audit.record("customer.created", customer.reference, actor=session.actor,
-                             organization=session.organization, environment=session.environment)
+            customer = customers.create(session.organization, session.environment, fields["reference"],
+                                        fields["name"], fields["country"] or None, actor=session.actor)
         except customers.CustomerError as exc:
             return self.customers_page(error=f"Not added: {exc}.", status=400, form=fields)
         return redirect(customer_path(customer.reference))
@@ -588,7 +588,7 @@ class Workspace:
                       form: dict | None = None):
         found = None
         if customers.is_valid_reference(reference):
-            found = customers.find_with_analytics(session.organization.id, session.environment, reference)
+            found = analytics.find_with_analytics(session.organization.id, session.environment, reference)
         if found is None:
             return render("error", 404, title="No such customer",
                           message="No customer with this reference exists in this environment.",
@@ -596,7 +596,7 @@ class Workspace:
         recent, _ = insights.page(session.organization.id, session.environment,
                                   insights.Filters(customer=reference), size=10)
         return render("customer", status, title=found["name"], customer=found, analytics=found["analytics"],
-                      api_json=pretty_json(jsoncodec.loads(customers.analytics_json(
+                      api_json=pretty_json(jsoncodec.loads(analytics.analytics_json(
                           session.organization.id, session.environment, reference))),
                       recent=recent, error=error, form=form or {}, **self.chrome(session, "customers"))
 
@@ -610,18 +610,14 @@ class Workspace:
                           request_id=_request_id(), **self.chrome(session, "customers"))
         action = _field(form, "action")
         try:
-            with db.atomic():  # the change and its audit event, together or not at all
-                if action == "edit":
-                    changes = customers.update(customer, name=_field(form, "name"),
-                                               country=_field(form, "country").strip())
-                elif action in ("suspend", "reactivate"):
-                    changes = customers.update(customer, status="suspended" if action == "suspend" else "active")
-                else:
-                    raise customers.CustomerError("unknown action")
-                if changes:
-                    audit.record("customer.updated", customer.reference, actor=session.actor,
-                                 organization=session.organization, environment=session.environment,
-                                 details=changes)
+            if action == "edit":
+                customers.update(customer, name=_field(form, "name"), country=_field(form, "country").strip(),
+                                 actor=session.actor)
+            elif action in ("suspend", "reactivate"):
+                customers.update(customer, status="suspended" if action == "suspend" else "active",
+                                 actor=session.actor)
+            else:
+                raise customers.CustomerError("unknown action")
         except customers.CustomerError as exc:
             return self.customer_page(reference, error=f"Not saved: {exc}.", status=400,
                                       form={"name": _field(form, "name"), "country": _field(form, "country")})
@@ -632,7 +628,7 @@ class Workspace:
     @signed_in
     def webhooks_page(self, session: Session, error: str = "", status: int = 200, url: str = ""):
         org, environment = session.organization, session.environment
-        endpoint = webhooks.endpoint_for(org.id, environment)
+        endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         events = insights.recent_events(org.id, environment, 25)
         return render("webhooks", status, title="Webhooks", endpoint=endpoint, events=events,
                       attempts=insights.attempts_of(events), error=error, url=url,
@@ -645,32 +641,26 @@ class Workspace:
         org, environment, action = session.organization, session.environment, _field(form, "action")
         try:
             if action == "set":
-                with db.atomic():
-                    endpoint, secret = webhooks.set_endpoint(org.id, environment, _field(form, "url"),
-                                                             allow_private_live=self.allow_private_live)
-                    audit.record("endpoint.set", webhooks.loggable_url(endpoint.url), actor=session.actor,
-                                 organization=org, environment=environment)
-                    self.flash.put(session, "secret", {"secret": secret})  # no secret made that is never shown
+                with db.atomic():  # no secret made that is never shown: the flash joins the change
+                    _, secret = webhook_endpoints.set_endpoint(org.id, environment, _field(form, "url"),
+                                                               actor=session.actor,
+                                                               allow_private_live=self.allow_private_live)
+                    self.flash.put(session, "secret", {"secret": secret})
             elif action == "rotate":
-                with db.atomic():
-                    endpoint, secret = webhooks.rotate_secret(org.id, environment)
-                    audit.record("endpoint.rotated", webhooks.loggable_url(endpoint.url), actor=session.actor,
-                                 organization=org, environment=environment)
+                with db.atomic():  # as above
+                    _, secret = webhook_endpoints.rotate_secret(org.id, environment, actor=session.actor)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "remove":
-                with db.atomic():
-                    endpoint = webhooks.remove_endpoint(org.id, environment)
-                    audit.record("endpoint.removed", webhooks.loggable_url(endpoint.url), actor=session.actor,
-                                 organization=org, environment=environment)
+                webhook_endpoints.remove_endpoint(org.id, environment, actor=session.actor)
                 return redirect("/workspace/webhooks")
             elif action == "test":
-                event = webhooks.send_test_event(org.id, environment)
+                event = webhook_events.send_test_event(org.id, environment)
                 self.flash.put_notice(session, f"Test event {event.id} queued: it is delivered within a "
                                                "few seconds and listed below, marked test.")
                 return redirect("/workspace/webhooks")
             else:
                 return self.webhooks_page(error="Unknown action.", status=400)
-        except webhooks.WebhookError as exc:
+        except webhook_endpoints.WebhookError as exc:
             return self.webhooks_page(error=f"Not changed: {exc}.", status=400, url=_field(form, "url"))
         return redirect("/workspace/webhooks")
 
@@ -682,8 +672,8 @@ class Workspace:
         if event is None:
             return self.webhooks_page(error="No such event.", status=404)
         try:
-            webhooks.redeliver(event.id)  # a pending one at once, a finished one for a new round
-        except webhooks.WebhookError as exc:
+            webhook_events.redeliver(event.id)  # a pending one at once, a finished one for a new round
+        except webhook_endpoints.WebhookError as exc:
             return self.webhooks_page(error=f"Not queued: {exc}.", status=400)
         back = _field(form, "next")
         if re.fullmatch(r"/workspace/calculations/[0-9a-f-]{36}", back):
@@ -843,7 +833,8 @@ class Workspace:
 
 def customer_totals(customer_ids: list[int]) -> dict[int, dict]:
     """Calculations and kgCO2e per customer, from the rollups (the numbers the API's analytics sum)."""
-    from ..models import CustomerRollup, EXACT_SUM
+    from ..db import EXACT_SUM
+    from ..models import CustomerRollup
     totals: dict[int, dict] = {}
     if not customer_ids:
         return totals

@@ -1,0 +1,424 @@
+"""Delivering webhook events: a Deliverer claims due rows with one conditional UPDATE that sets a
+lock token and a lease, posts them signed, and records the attempt; a row whose lease ran out (its
+worker died) is claimed again, so delivery is at least once.
+
+Outbound HTTP goes through guarded urllib3 connections: each attempt has a wall-clock deadline,
+and a live endpoint's peer must be a public address however DNS answers at connect time.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import logging
+import socket
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import peewee as pw
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from ..config import Config
+from ..db import db, is_postgres
+from ..models import WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
+from .endpoints import WebhookError, check_public_host, endpoint_join, is_public, loggable_url, unmapped
+from .signing import signed_headers
+
+RESPONSE_EXCERPT_BYTES = 1000
+USER_AGENT = "emissions-webhooks/1"
+
+log = logging.getLogger("emissions.webhooks")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery this worker holds the lease on, with the endpoint as it was when claimed."""
+
+    event_id: str
+    organization_id: int
+    environment: str
+    payload: str
+    attempt_count: int
+    lock_token: str
+    url: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    attempted_at: dt.datetime
+    status_code: int | None
+    latency_ms: int | None
+    error: str | None
+    response_excerpt: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def _storable(text: str | None, limit: int) -> str | None:
+    """Text a receiver sent, safe for a text column: no NUL (PostgreSQL refuses it), at most `limit` characters."""
+    return text.replace("\x00", "\ufffd")[:limit] if text else None
+
+
+def _due(now: dt.datetime):
+    return (((WebhookEvent.delivery_status == "pending") & (WebhookEvent.next_attempt_at <= now))
+            | ((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.locked_until <= now)))
+
+
+# --- one attempt on the wire -----------------------------------------------------------------
+
+def _causes(exc: BaseException):
+    """The exception and everything it wraps (requests wraps urllib3, which wraps the socket's error)."""
+    seen, stack = set(), [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        stack.extend([current.__cause__, current.__context__, getattr(current, "reason", None),
+                      *(arg for arg in current.args if isinstance(arg, BaseException))])
+
+
+def failure_phrase(exc: BaseException, timeout: float) -> str:
+    """An attempt's failure as one short phrase for people: `connection refused`, `timed out after 10 s`."""
+    causes = list(_causes(exc))
+    if any(isinstance(cause, (requests.Timeout, socket.timeout, TimeoutError)) for cause in causes):
+        return f"timed out after {timeout:g} s"
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return "connection refused"
+    if any(isinstance(cause, socket.gaierror) for cause in causes) or any(
+            type(cause).__name__ == "NameResolutionError" for cause in causes):
+        return "host not found"
+    if any(isinstance(cause, requests.exceptions.SSLError) for cause in causes):
+        return "TLS handshake failed"
+    if any(isinstance(cause, ConnectionResetError) for cause in causes):
+        return "connection reset"
+    if any(type(cause).__name__ in ("RemoteDisconnected", "ProtocolError") for cause in causes):
+        return "connection closed without an answer"
+    for cause in causes:
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"connection failed: {cause.strerror.lower()}"
+    return f"request failed ({type(exc).__name__})"
+
+
+_current = threading.local()
+
+
+def _shut(sock) -> None:
+    """Wake any thread blocked on the socket; the base method, so that TLS state is left alone."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Attempt:
+    """One attempt's wall-clock deadline and peer rule, applied to every connection it uses.
+
+    requests' timeout bounds each socket read, not the answer: a receiver trickling one byte at a
+    time would hold a worker for ever. At the deadline a timer shuts the attempt's sockets down.
+    """
+
+    def __init__(self, seconds: float, public_only: bool):
+        self.public_only = public_only
+        self.expired = False
+        self._connections: list = []
+        self._lock = threading.Lock()
+        self._finished = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> "_Attempt":
+        _current.attempt = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _current.attempt = None
+        with self._lock:
+            self._finished = True  # from here on `expired` no longer changes
+        self._timer.cancel()
+
+    def admit(self, connection, sock) -> None:
+        """Refuse a socket whose peer is not public (when required); watch its connection for the deadline."""
+        if self.public_only:
+            # The name was checked before connecting, but DNS may answer differently the second time.
+            peer = ipaddress.ip_address(sock.getpeername()[0].split("%", 1)[0])
+            if not is_public(peer):
+                raise WebhookError(f"the connection reached a loopback, private or link-local address "
+                                   f"({unmapped(peer)}); live endpoints must be public")
+        with self._lock:
+            if connection not in self._connections:
+                self._connections.append(connection)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.expired = True
+            for connection in self._connections:
+                if connection.sock is not None:
+                    _shut(connection.sock)
+
+
+class _GuardedConnection:
+    """A urllib3 connection that submits its socket to the current attempt, new or reused."""
+
+    def _new_conn(self):
+        sock = super()._new_conn()
+        attempt = getattr(_current, "attempt", None)
+        if attempt is not None:
+            try:
+                attempt.admit(self, sock)  # before TLS and before a byte of the request
+            except BaseException:
+                sock.close()
+                raise
+        return sock
+
+    def request(self, *args, **kwargs):
+        attempt = getattr(_current, "attempt", None)
+        if attempt is not None:
+            if self.sock is None:
+                self.connect()
+            attempt.admit(self, self.sock)  # a kept-alive connection was checked by another attempt
+        return super().request(*args, **kwargs)
+
+
+class _HTTPConnection(_GuardedConnection, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_GuardedConnection, HTTPSConnection):
+    pass
+
+
+class _HTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _GuardedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPConnectionPool, "https": _HTTPSConnectionPool}
+
+
+class Deliverer:
+    """Claims due deliveries, posts them signed, records every attempt; several may run at once."""
+
+    def __init__(self, config: Config, *, clock=utcnow, batch_size: int = 32, threads: int = 8,
+                 lease_seconds: float | None = None, resolve=socket.getaddrinfo):
+        self.schedule = tuple(config.webhook_retry_schedule)
+        self.timeout = config.webhook_timeout_seconds
+        self.poll_seconds = config.webhook_poll_seconds
+        self.allow_private_live = config.webhook_allow_private_live
+        # An attempt ends at its deadline (the time-out) and a claim is sent at once, on a free
+        # thread: a lease of three deadlines only runs out when its worker is gone.
+        self.lease = dt.timedelta(seconds=lease_seconds or max(60.0, 3 * self.timeout))
+        self.clock = clock
+        self.batch_size = batch_size
+        self.threads = threads
+        self.resolve = resolve
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="webhook-send")
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._stopping = threading.Event()
+        self._failed_runs = 0  # runs failed in a row (tick): the first is logged whole, then one line a minute
+        self._next_failure_line = 0.0
+
+    # The three steps, public so that tests can stop between them like a dying process would.
+
+    def claim(self, limit: int) -> list[Claim]:
+        """Take the lease on up to `limit` due deliveries whose endpoint is enabled."""
+        now = self.clock()
+        token = new_id()
+        enabled = (WebhookEndpoint.select(WebhookEndpoint.id)
+                   .where(endpoint_join() & (WebhookEndpoint.status == "enabled")))
+        candidates = (WebhookEvent.select(WebhookEvent.id)
+                      .where(_due(now) & pw.fn.EXISTS(enabled))
+                      .order_by(WebhookEvent.next_attempt_at)
+                      .limit(limit))
+        if not candidates.exists():
+            return []  # an idle poll reads only; it takes no write lock
+        if is_postgres():
+            candidates = candidates.for_update(skip_locked=True)
+        # The WHERE repeats the due condition: of two workers racing for a row, the second finds
+        # it already leased and updates nothing (PostgreSQL re-checks it after the first commits).
+        with db.atomic():
+            (WebhookEvent
+             .update(delivery_status="delivering", lock_token=token, locked_until=now + self.lease)
+             .where(WebhookEvent.id.in_(candidates) & _due(now))
+             .execute())
+        rows = (WebhookEvent
+                .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment,
+                        WebhookEvent.payload, WebhookEvent.attempt_count, WebhookEndpoint.url,
+                        WebhookEndpoint.secret)
+                .join(WebhookEndpoint, on=endpoint_join())
+                # The status names the partial index webhook_event_delivering (migration 0002); the
+                # rows just leased all have it, so the answer is the same as by the token alone.
+                .where((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.lock_token == token))
+                .order_by(WebhookEvent.next_attempt_at)
+                .objects())
+        return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
+                      row.url, row.secret) for row in rows]
+
+    def send(self, claim: Claim) -> AttemptResult:
+        """POST one signed attempt; never raises, every failure becomes the attempt's error."""
+        attempted_at = self.clock()
+        body = claim.payload.encode()
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+                   **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()))}
+        started = time.perf_counter()
+        status_code = excerpt = error = None
+        public_only = claim.environment == "live" and not self.allow_private_live
+        with _Attempt(self.timeout, public_only) as attempt:
+            try:
+                if public_only:
+                    # Checked again at send time: DNS may have changed since the endpoint was set.
+                    parts = urlsplit(claim.url)
+                    check_public_host(parts.hostname, parts.port or 443, self.resolve)
+                with self._session().post(claim.url, data=body, headers=headers, timeout=self.timeout,
+                                          allow_redirects=False, stream=True) as response:
+                    status_code = response.status_code
+                    excerpt = next(response.iter_content(RESPONSE_EXCERPT_BYTES), b"").decode("utf-8", "replace")
+            except WebhookError as exc:
+                error = f"refused: {exc}"
+            except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
+                error = failure_phrase(exc, self.timeout)
+        if attempt.expired:  # whatever arrived before the deadline, the answer was not complete in time
+            status_code = excerpt = None
+            error = f"timed out after {self.timeout:g} s"
+        elif status_code is not None and not 200 <= status_code < 300:
+            error = f"HTTP {status_code}"
+        latency_ms = round((time.perf_counter() - started) * 1000)
+        return AttemptResult(attempted_at, status_code, latency_ms, _storable(error, 500),
+                             _storable(excerpt, RESPONSE_EXCERPT_BYTES))
+
+    def complete(self, claim: Claim, result: AttemptResult) -> str:
+        """Record the attempt and move the delivery on; return its new status."""
+        now = self.clock()
+        attempt_count = claim.attempt_count + 1
+        changes = {"attempt_count": attempt_count, "lock_token": None, "locked_until": None}
+        if result.succeeded:
+            changes.update(delivery_status="succeeded", delivered_at=now, next_attempt_at=None)
+        elif result.status_code == 410 or attempt_count > len(self.schedule):
+            changes.update(delivery_status="failed", next_attempt_at=None)
+        else:
+            changes.update(delivery_status="pending",
+                           next_attempt_at=now + dt.timedelta(seconds=self.schedule[attempt_count - 1]))
+        with db.atomic():
+            number = (WebhookAttempt.select(pw.fn.COALESCE(pw.fn.MAX(WebhookAttempt.number), 0))
+                      .where(WebhookAttempt.event == claim.event_id).scalar()) + 1
+            WebhookAttempt.create(event=claim.event_id, number=number, url=claim.url,
+                                  attempted_at=result.attempted_at, status_code=result.status_code,
+                                  latency_ms=result.latency_ms, error=result.error,
+                                  response_excerpt=result.response_excerpt)
+            # Only the lease holder moves the delivery on; a worker that lost its lease just reports.
+            held = (WebhookEvent.update(**changes)
+                    .where((WebhookEvent.id == claim.event_id) & (WebhookEvent.lock_token == claim.lock_token))
+                    .execute())
+            if held and result.status_code == 410:
+                (WebhookEndpoint
+                 .update(status="disabled", updated_at=now,
+                         disabled_reason=f"the receiver answered 410 Gone at {isoformat(now)}")
+                 .where((WebhookEndpoint.organization == claim.organization_id)
+                        & (WebhookEndpoint.environment == claim.environment)
+                        & (WebhookEndpoint.url == claim.url))
+                 .execute())
+        status = changes["delivery_status"] if held else "lease-lost"
+        log.info("delivery attempt", extra={"fields": {
+            "event_id": claim.event_id, "attempt": number, "url": loggable_url(claim.url), "status_code": result.status_code,
+            "latency_ms": result.latency_ms, "error": result.error, "delivery_status": status}})
+        return status
+
+    # Running.
+
+    def run_once(self) -> dict[str, int]:
+        """Deliver everything that is due, until nothing is due or in flight; count outcomes.
+
+        A claim takes only as many deliveries as there are free threads, and while some are in
+        flight the free threads keep polling: one slow receiver holds one thread, not the others.
+        """
+        counts = {"succeeded": 0, "pending": 0, "failed": 0, "lease-lost": 0}
+        in_flight: dict = {}
+        opened = db.is_closed()
+        if opened:
+            db.connect()
+        try:
+            while True:
+                free = self.threads - len(in_flight)  # below 0 when PostgreSQL's claim returned extra rows
+                if free > 0 and not self._stopping.is_set():
+                    for claim in self.claim(min(free, self.batch_size)):
+                        in_flight[self._pool.submit(self.send, claim)] = claim
+                if not in_flight:
+                    break
+                done, _ = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
+                for future in done:
+                    counts[self.complete(in_flight.pop(future), future.result())] += 1
+        finally:
+            if opened:
+                db.close()
+        return counts
+
+    FAILURE_LINE_SECONDS = 60.0
+
+    def tick(self) -> None:
+        """run_once for a scheduler: log a failure (database down) instead of raising it.
+
+        A run comes every WEBHOOK_POLL_SECONDS: during an outage, the first failure is logged with
+        its traceback, then one line a minute while they go on, and one when a run succeeds again.
+        """
+        try:
+            self.run_once()
+        except Exception as exc:
+            now = time.monotonic()
+            self._failed_runs += 1
+            if self._failed_runs == 1:
+                log.exception("webhook delivery run failed; the next run retries")
+                self._next_failure_line = now + self.FAILURE_LINE_SECONDS
+            elif now >= self._next_failure_line:
+                log.error("webhook delivery runs still failing", extra={"fields": {
+                    "failed_runs": self._failed_runs, "error": (str(exc).splitlines() or [type(exc).__name__])[0]}})
+                self._next_failure_line = now + self.FAILURE_LINE_SECONDS
+        else:
+            if self._failed_runs:
+                log.warning("webhook delivery runs succeed again", extra={"fields": {"failed_runs": self._failed_runs}})
+                self._failed_runs = 0
+
+    def run_forever(self, poll_seconds: float) -> None:
+        """Deliver every `poll_seconds` until stop() is called."""
+        while not self._stopping.is_set():
+            self.tick()
+            self._stopping.wait(poll_seconds)
+
+    def stop(self) -> None:
+        """Finish the deliveries in flight, then stop claiming."""
+        self._stopping.set()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for session in self._sessions:
+            session.close()
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+            session.trust_env = False  # no HTTP(S)_PROXY: the deadline and the peer check need our own sockets
+            session.mount("http://", _GuardedAdapter())
+            session.mount("https://", _GuardedAdapter())
+            self._sessions.append(session)
+        return session

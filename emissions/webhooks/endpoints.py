@@ -1,0 +1,173 @@
+"""Webhook endpoints, one per organization and environment, and the checks on their addresses."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+import peewee as pw
+
+from .. import audit
+from .. import auth
+from ..db import db
+from ..models import WebhookEndpoint, WebhookEvent, utcnow
+
+SECRET_PREFIX = "whsec_"
+SECRET_RANDOM_LENGTH = 32  # base62 characters, about 190 bits
+MAX_URL_LENGTH = 2048
+
+
+class WebhookError(ValueError):
+    """An endpoint or delivery operation the service refuses; the message says why."""
+
+
+def loggable_url(url: str) -> str:
+    """An endpoint's URL for a log line or the audit trail: its query and fragment, where receivers
+    often put a token, as "?…" and "#…"."""
+    url, hash_sign, _ = url.partition("#")
+    base, question, _ = url.partition("?")
+    return base + ("?…" if question else "") + ("#…" if hash_sign else "")
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + auth.random_base62(SECRET_RANDOM_LENGTH)
+
+
+def endpoint_for(organization_id: int, environment: str) -> WebhookEndpoint | None:
+    return WebhookEndpoint.get_or_none((WebhookEndpoint.organization == organization_id)
+                                       & (WebhookEndpoint.environment == environment))
+
+
+def check_public_host(host: str, port: int, resolve=socket.getaddrinfo) -> None:
+    """Raise WebhookError unless every address the host resolves to is a public one."""
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = resolve(host, port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise WebhookError(f"the host {host} does not resolve ({exc})") from None
+        addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    if not addresses:
+        raise WebhookError(f"the host {host} does not resolve")
+    for address in addresses:
+        if not is_public(address):
+            raise WebhookError(
+                f"the host {host} resolves to a loopback, private or link-local address ({unmapped(address)}); "
+                "live endpoints must be public (WEBHOOK_ALLOW_PRIVATE_LIVE=true allows it)")
+
+
+# IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64's well-known one and IPv4-compatible.
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# NAT64 for one network (RFC 8215): where the IPv4 address sits depends on that network; never public.
+LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def unmapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
+    """The IPv4 address an IPv6 address carries (mapped, 6to4, NAT64, IPv4-compatible), else the address."""
+    if address.version == 4:
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):  # :: and ::1 are themselves
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    return address
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address; an IPv6 address carrying an IPv4 one is as public as that."""
+    if address in LOCAL_NAT64:
+        return False
+    address = unmapped(address)
+    return address.is_global and not address.is_multicast
+
+
+def validate_url(url: str, environment: str, allow_private_live: bool = False,
+                 resolve=socket.getaddrinfo) -> str:
+    """The URL if an endpoint of this environment may use it; otherwise raise WebhookError."""
+    url = url.strip()
+    if not url:
+        raise WebhookError("the URL is empty")
+    if len(url) > MAX_URL_LENGTH:
+        raise WebhookError(f"the URL is longer than {MAX_URL_LENGTH} characters")
+    if any(ord(char) <= 32 or ord(char) == 127 for char in url):
+        raise WebhookError("the URL contains spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise WebhookError(f"the URL is not valid ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise WebhookError("the URL must start with https:// (or http:// for a test endpoint)")
+    if environment == "live" and scheme != "https":
+        raise WebhookError("a live endpoint must use https")
+    if not parts.hostname:
+        raise WebhookError("the URL has no host")
+    if parts.username is not None or parts.password is not None:
+        raise WebhookError("the URL must not carry credentials; receivers authenticate by the signature")
+    if environment == "live" and not allow_private_live:
+        check_public_host(parts.hostname, port or 443, resolve)
+    return url
+
+
+def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str, allow_private_live: bool = False,
+                 resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
+    """Create or replace the organization's endpoint for an environment, with its audit event; return
+    it and its new secret."""
+    if environment not in ("test", "live"):
+        raise WebhookError("environment must be test or live")
+    url = validate_url(url, environment, allow_private_live, resolve)
+    secret = new_secret()
+    now = utcnow()
+    try:
+        with db.atomic():
+            endpoint = endpoint_for(organization_id, environment)
+            if endpoint is None:
+                endpoint = WebhookEndpoint.create(organization=organization_id, environment=environment,
+                                                  url=url, secret=secret, created_at=now, updated_at=now)
+            else:
+                endpoint.url, endpoint.secret, endpoint.updated_at = url, secret, now
+                endpoint.status, endpoint.disabled_reason = "enabled", None
+                endpoint.save()
+            audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
+                         environment=environment)
+    except pw.IntegrityError:
+        raise WebhookError("the endpoint was changed at the same moment; try again") from None
+    return endpoint, secret
+
+
+def rotate_secret(organization_id: int, environment: str, *, actor: str) -> tuple[WebhookEndpoint, str]:
+    """Give the endpoint a new secret (used from the next attempt on), with its audit event; return it."""
+    with db.atomic():
+        endpoint = endpoint_for(organization_id, environment)
+        if endpoint is None:
+            raise WebhookError(f"no webhook endpoint is set for {environment}")
+        secret = new_secret()
+        (WebhookEndpoint.update(secret=secret, updated_at=utcnow())
+         .where(WebhookEndpoint.id == endpoint.id).execute())
+        endpoint.secret = secret
+        audit.record("endpoint.rotated", loggable_url(endpoint.url), actor=actor, organization=organization_id,
+                     environment=environment)
+    return endpoint, secret
+
+
+def remove_endpoint(organization_id: int, environment: str, *, actor: str) -> WebhookEndpoint:
+    """Delete the endpoint, with its audit event; events stay, and pending ones wait for a new endpoint."""
+    with db.atomic():
+        endpoint = endpoint_for(organization_id, environment)
+        if endpoint is None:
+            raise WebhookError(f"no webhook endpoint is set for {environment}")
+        endpoint.delete_instance()
+        audit.record("endpoint.removed", loggable_url(endpoint.url), actor=actor, organization=organization_id,
+                     environment=environment)
+    return endpoint
+
+
+def endpoint_join():
+    """The condition joining an event to its organization's endpoint for the event's environment."""
+    return ((WebhookEndpoint.organization == WebhookEvent.organization)
+            & (WebhookEndpoint.environment == WebhookEvent.environment))

@@ -1,0 +1,170 @@
+"""Webhook events and their outbox rows: built with each outcome, listed, queued again and pruned.
+
+An event row is written in the outcome's own transaction (new_event, then store.insert_event); the
+delivery worker (webhooks.delivery) sends it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import NamedTuple
+
+import peewee as pw
+
+from .. import jsoncodec
+from .. import store
+from ..db import db
+from ..models import Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
+from .endpoints import WebhookError, endpoint_for, endpoint_join
+
+
+class NewEvent(NamedTuple):
+    """An event ready to be written: new_event() builds it, store.insert_event() writes it."""
+
+    id: str
+    organization_id: int
+    environment: str
+    type: str
+    payload: str
+    created_at: dt.datetime
+
+
+def new_event(organization_id: int, environment: str, event_type: str, data_json: str,
+              created_at: dt.datetime | None = None) -> NewEvent:
+    """The event and its exact body, built before the outcome's transaction so that it stays short.
+
+    `data_json` is the event's data as JSON text; `created_at` is the outcome's own moment when it
+    has one (a calculation's created_at).
+    """
+    event_id = new_id()
+    created_at = created_at or utcnow()
+    payload = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
+                               "environment": environment, "data": jsoncodec.Raw(data_json)})
+    return NewEvent(event_id, organization_id, environment, event_type, payload, created_at)
+
+
+def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
+    """new_event and store.insert_event in one call, returning the row (for tools and tests;
+    calculations build the event before their transaction and insert it inside)."""
+    event = new_event(organization_id, environment, event_type, data_json)
+    store.insert_event(event)
+    return WebhookEvent.get_by_id(event.id)
+
+
+def recent_deliveries(organization_id: int | None = None, environment: str | None = None,
+                      limit: int = 20) -> list[dict]:
+    """The most recent events (newest first) with their delivery state and attempts."""
+    query = (WebhookEvent.select(WebhookEvent, Organization.slug).join(Organization)
+             .order_by(WebhookEvent.created_at.desc(), WebhookEvent.id).limit(limit))
+    if organization_id is not None:
+        query = query.where(WebhookEvent.organization == organization_id)
+    if environment is not None:
+        query = query.where(WebhookEvent.environment == environment)
+    events = list(query)
+    attempts: dict[str, list[WebhookAttempt]] = {event.id: [] for event in events}
+    if events:
+        for attempt in (WebhookAttempt.select()
+                        .where(WebhookAttempt.event.in_(list(attempts)))
+                        .order_by(WebhookAttempt.number)):
+            attempts[attempt.event_id].append(attempt)
+    return [event.to_dict([attempt.to_dict() for attempt in attempts[event.id]]) for event in events]
+
+
+FINISHED = ("succeeded", "failed", "skipped")
+REDELIVERABLE = ("pending", *FINISHED)  # not "delivering": an attempt is in flight
+
+
+def _requeue(now: dt.datetime) -> dict:
+    """The changes that make an event due now: a pending one keeps its attempts, a finished one starts again."""
+    restart = WebhookEvent.delivery_status != "pending"
+    return {WebhookEvent.delivery_status: "pending", WebhookEvent.next_attempt_at: now,
+            WebhookEvent.attempt_count: pw.Case(None, [(restart, 0)], WebhookEvent.attempt_count),
+            WebhookEvent.delivered_at: None, WebhookEvent.lock_token: None, WebhookEvent.locked_until: None}
+
+
+def redeliver(event_id: str) -> WebhookEvent:
+    """Queue an event for delivery now: a finished one (succeeded, failed or skipped) for a new round
+    of attempts, a pending one without waiting for its next retry."""
+    event = WebhookEvent.get_or_none(WebhookEvent.id == event_id)
+    if event is None:
+        raise WebhookError(f"no webhook event with id {event_id}")
+    if event.delivery_status not in REDELIVERABLE:
+        raise WebhookError(f"event {event_id} is being delivered right now")
+    endpoint = endpoint_for(event.organization_id, event.environment)
+    if endpoint is None or endpoint.status != "enabled":
+        raise WebhookError(f"no enabled webhook endpoint for the event's organization ({event.environment})")
+    updated = (WebhookEvent.update(_requeue(utcnow()))
+               .where((WebhookEvent.id == event_id) & (WebhookEvent.delivery_status == event.delivery_status))
+               .execute())
+    if not updated:
+        raise WebhookError(f"event {event_id} changed meanwhile; try again")
+    return WebhookEvent.get_by_id(event_id)
+
+
+def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
+    """Queue a calculation.succeeded event made of test data, marked `"test_event": true` in its
+    data, for the test endpoint (never live: a live receiver would book it)."""
+    if environment != "test":
+        raise WebhookError("test events are sent in the test environment only")
+    endpoint = endpoint_for(organization_id, environment)
+    if endpoint is None or endpoint.status != "enabled":
+        raise WebhookError("no enabled test endpoint to send to")
+    now = utcnow()
+    data = jsoncodec.dumps({
+        "id": new_id(), "external_reference": "test-event", "status": "succeeded", "environment": "test",
+        "customer": {"reference": "test-customer"}, "mode": "ROAD", "activity_date": now.date().isoformat(),
+        "origin": {"label": "Test origin"}, "destination": {"label": "Test destination"},
+        "cargo": {"value": 1, "unit": "tonne"}, "distance": {"value": 100, "unit": "km"},
+        "activity": {"value": 100, "unit": "tkm"}, "emissions": {"value": 0, "unit": "kgCO2e"},
+        "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": "upstream",
+                        "scope3_category": 4},
+        "factor": {"reference": "test-factor", "version": 1, "name": "Test factor", "source": "Workspace test event",
+                   "region": None, "mode": "ROAD", "unit": "kgCO2e/tkm", "valid_from": None, "valid_to": None},
+        "created_at": isoformat(now), "test_event": True})
+    return record_event(organization_id, environment, "calculation.succeeded", data)
+
+
+def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "skipped"),
+                    organization_id: int | None = None, environment: str | None = None) -> int:
+    """Queue every event created at or after `since` with one of `statuses` whose endpoint is enabled; return how many."""
+    unknown = sorted(set(statuses) - set(REDELIVERABLE))
+    if unknown:
+        raise WebhookError(f"cannot redeliver events that are {', '.join(unknown)}; "
+                           f"choose from {', '.join(REDELIVERABLE)}")
+    enabled = (WebhookEndpoint.select(WebhookEndpoint.id)
+               .where(endpoint_join() & (WebhookEndpoint.status == "enabled")))
+    condition = ((WebhookEvent.created_at >= since) & WebhookEvent.delivery_status.in_(list(statuses))
+                 & pw.fn.EXISTS(enabled))
+    if organization_id is not None:
+        condition &= WebhookEvent.organization == organization_id
+    if environment is not None:
+        condition &= WebhookEvent.environment == environment
+    return WebhookEvent.update(_requeue(utcnow())).where(condition).execute()
+
+
+def skipped_since(organization_id: int, environment: str, since: dt.datetime) -> int:
+    """How many events of the endpoint's organization and environment were skipped since `since`."""
+    return (WebhookEvent.select()
+            .where((WebhookEvent.organization == organization_id) & (WebhookEvent.environment == environment)
+                   & (WebhookEvent.delivery_status == "skipped") & (WebhookEvent.created_at >= since))
+            .count())
+
+
+PRUNE_BATCH = 1000
+
+
+def prune(older_than: dt.timedelta, now: dt.datetime | None = None) -> dict[str, int]:
+    """Delete finished events (and their attempts) created more than `older_than` ago; never a calculation.
+
+    In batches, each its own short transaction, so that writers never wait long behind it.
+    """
+    cutoff = (now or utcnow()) - older_than
+    deleted = {"events": 0, "attempts": 0}
+    while True:
+        with db.atomic():
+            batch = [row.id for row in WebhookEvent.select(WebhookEvent.id)
+                     .where((WebhookEvent.created_at < cutoff) & WebhookEvent.delivery_status.in_(list(FINISHED)))
+                     .limit(PRUNE_BATCH)]
+            if not batch:
+                return deleted
+            deleted["attempts"] += WebhookAttempt.delete().where(WebhookAttempt.event.in_(batch)).execute()
+            deleted["events"] += WebhookEvent.delete().where(WebhookEvent.id.in_(batch)).execute()

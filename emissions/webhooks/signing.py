@@ -1,0 +1,53 @@
+"""Signing webhook deliveries and verifying them, as a receiver does (docs/webhooks.md)."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import time
+
+SIGNATURE_VERSION = "v1"
+DEFAULT_TOLERANCE_SECONDS = 300
+
+
+class InvalidSignature(ValueError):
+    """A delivery whose headers, signature or timestamp do not verify."""
+
+
+def sign(secret: str, event_id: str, timestamp: str, body: bytes) -> str:
+    """The X-Service-Webhook-Signature value: v1= + hex HMAC-SHA256 of id.timestamp.body."""
+    message = event_id.encode() + b"." + timestamp.encode() + b"." + body
+    return "v1=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def signed_headers(secret: str, event_id: str, body: bytes, unix_seconds: int) -> dict[str, str]:
+    """The three X-Service-Webhook-* headers of one delivery attempt."""
+    timestamp = str(unix_seconds)
+    return {
+        "X-Service-Webhook-Id": event_id,
+        "X-Service-Webhook-Timestamp": timestamp,
+        "X-Service-Webhook-Signature": sign(secret, event_id, timestamp, body),
+    }
+
+
+def verify(secret: str, headers, body: bytes, tolerance: int = DEFAULT_TOLERANCE_SECONDS,
+           now: float | None = None) -> str:
+    """Check a received delivery (headers: any mapping, body: the raw bytes); return the event id or raise InvalidSignature."""
+    lowered = {str(name).lower(): value for name, value in headers.items()}
+    event_id = lowered.get("x-service-webhook-id")
+    timestamp = lowered.get("x-service-webhook-timestamp")
+    signature = lowered.get("x-service-webhook-signature")
+    if not (event_id and timestamp and signature):
+        raise InvalidSignature("missing X-Service-Webhook-Id, -Timestamp or -Signature header")
+    # ASCII digits only: str.isdigit() accepts "²", which int() refuses; 15 digits outlast any clock.
+    if not re.fullmatch(r"[0-9]{1,15}", timestamp):
+        raise InvalidSignature("X-Service-Webhook-Timestamp is not Unix seconds")
+    now = time.time() if now is None else now
+    if abs(now - int(timestamp)) > tolerance:
+        raise InvalidSignature("X-Service-Webhook-Timestamp is outside the tolerance")
+    if isinstance(body, str):
+        body = body.encode()
+    # Bytes, because compare_digest raises TypeError on a str with non-ASCII characters.
+    if not hmac.compare_digest(sign(secret, event_id, timestamp, body).encode(), signature.encode()):
+        raise InvalidSignature("signature does not match")
+    return event_id
