@@ -68,7 +68,7 @@ LIST = "/v1/calculations"
     (LIST, "limit=101", [{"field": "limit", "message": "must be an integer from 1 to 100"}]),
     (LIST, "limit=ten", [{"field": "limit", "message": "must be an integer from 1 to 100"}]),
     (LIST, "limit=%EF%BC%95", [{"field": "limit", "message": "must be an integer from 1 to 100"}]),  # fullwidth 5
-    (LIST, "mode=BIKE", [{"field": "mode", "message": "must be one of ROAD, SEA, AIR"}]),
+    (LIST, "mode=BIKE", [{"field": "mode", "message": "must be one of ROAD, SEA, AIR, RAIL"}]),
     (LIST, "external_reference=", [{"field": "external_reference", "message": "must not be empty"}]),
     (LIST, "customer_reference=" + "x" * 121, [{"field": "customer_reference",
                                                 "message": "must be at most 120 characters"}]),
