@@ -83,6 +83,7 @@ def test_a_full_disk_is_a_503_healthz_says_so_at_once_and_both_recover(tmp_path,
     """The server runs with a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): its SQLite files cannot
     grow past it, as on a full disk. Raising the limit is freeing the disk."""
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'full.sqlite3'}")
+    cli_json("migrate")
     cli_json("org", "create", "--name", "Acme", "--slug", "acme")
     key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
     cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
