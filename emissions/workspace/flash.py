@@ -56,7 +56,7 @@ class Flash:
                               expires_at=self.clock() + dt.timedelta(seconds=self.SECONDS))
         sealing = base64.urlsafe_b64encode(pad).decode().rstrip("=")
         bottle.response.add_header("Set-Cookie", cookie_header(self.cookie_name(kind), f"{flash_id}.{sealing}",
-                                                          self.SECONDS))
+                                                               self.SECONDS))
 
     def put_notice(self, session: Session, text: str) -> None:
         """A line of text the section's page shows once (kind "notice")."""

@@ -91,11 +91,9 @@ def signed_in(handler):
 def form_post(handler):
     """A form of a signed-in user, checked against the session's CSRF token."""
 
+    @signed_in
     @functools.wraps(handler)
-    def wrapper(self, *args, **kwargs):
-        session = self.session()
-        if session is None:
-            return redirect("/workspace/login")
+    def wrapper(self, session: Session, *args, **kwargs):
         try:
             form = read_form()
         except WorkspaceError as exc:
@@ -130,6 +128,7 @@ class Pages:
         self.wait_inline = serving_threads > self.hasher.capacity or workers > 1
 
     def session(self) -> Session | None:
+        """The live session of the browser's cookie, or None."""
         return self.sessions.read(bottle.request.get_cookie(COOKIE))
 
     def chrome(self, session: Session, active: str) -> dict:
@@ -138,3 +137,8 @@ class Pages:
         # (at another URL, like /workspace/password) rendered it.
         return {"session": session, "active": active, "csrf": session.csrf, "environment": session.environment,
                 "path": f"/workspace/{active}" if active not in ("", "overview") else "/workspace"}
+
+    def no_such(self, session: Session, active: str, title: str, message: str) -> str:
+        """The 404 page of something not found in the session's organization and environment."""
+        return render("error", 404, title=title, message=message, request_id=request_id(),
+                      **self.chrome(session, active))

@@ -70,9 +70,8 @@ class CalculationPages(Pages):
         if re.fullmatch(r"[0-9a-f-]{36}", calculation_id):
             found = insights.calculation(session.organization.id, session.environment, calculation_id)
         if found is None:
-            return render("error", 404, title="No such calculation",
-                          message="No calculation with this id exists in this environment.",
-                          request_id=request_id(), **self.chrome(session, "calculations"))
+            return self.no_such(session, "calculations", "No such calculation",
+                                "No calculation with this id exists in this environment.")
         row, body = found
         events = insights.events_of(session.organization.id, session.environment, row)
         return render("calculation", title="Calculation", calculation=body,

@@ -62,8 +62,7 @@ class CustomerPages(Pages):
         if customers.is_valid_reference(reference):
             customer = customers.find(session.organization.id, session.environment, reference)
         if customer is None:
-            return render("error", 404, title="No such customer", message="No customer with this reference.",
-                          request_id=request_id(), **self.chrome(session, "customers"))
+            return self.no_such(session, "customers", "No such customer", "No customer with this reference.")
         action = field(form, "action")
         try:
             if action == "edit":

@@ -51,8 +51,9 @@ class SignInPages(Pages):
             return self.login_page("Signing in is busy; try again in a moment.", 429, email,
                                    {"Retry-After": str(busy.retry_after)})
         ticket = self.pending.add(future, user.id if user else None, email, address)
-        return redirect("/workspace/login/wait", {"Set-Cookie": cookie_header(PENDING_COOKIE, ticket, PendingSignIns.SECONDS,
-                                                                        path="/workspace/login")})
+        return redirect("/workspace/login/wait", {"Set-Cookie": cookie_header(PENDING_COOKIE, ticket,
+                                                                              PendingSignIns.SECONDS,
+                                                                              path="/workspace/login")})
 
     def login_wait(self):
         """Where a sign-in picks up its password check: still running, a page that looks again at once."""
