@@ -457,7 +457,7 @@ class WorkspaceSession(BaseModel):
 
 class WorkspaceFlash(BaseModel):
     """What a page shows once after a redirect, sealed with a one-time pad the browser's cookie holds
-    (workspace.views.Flash); deleted when shown, with its session, or once it expires."""
+    (workspace.flash.Flash); deleted when shown, with its session, or once it expires."""
 
     id = pw.CharField(primary_key=True, max_length=32)
     session = pw.ForeignKeyField(WorkspaceSession, backref="flashes", on_delete="CASCADE")

@@ -643,7 +643,7 @@ def test_a_customer_added_in_the_workspace_is_readable_through_the_api(client, a
 
 
 def test_the_customer_list_pages_by_reference(client, app, acme_user, monkeypatch):
-    from emissions.workspace import views
+    from emissions.workspace.pages import customers as views
     monkeypatch.setattr(views, "CUSTOMERS_PAGE", 2)
     for reference in ("cust-2", "cust-3"):
         make_customer(acme_user, reference)

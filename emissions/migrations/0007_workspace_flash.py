@@ -1,6 +1,6 @@
 """What the workspace shows once after a redirect (a new key, a new signing secret, a notice), kept
 in the database so that any worker or instance can show it, and sealed with a one-time pad that only
-the browser's cookie holds (emissions/workspace/views.py, Flash)."""
+the browser's cookie holds (emissions/workspace/flash.py, Flash)."""
 import peewee as pw
 
 

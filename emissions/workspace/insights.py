@@ -16,11 +16,12 @@ from decimal import Decimal
 import peewee as pw
 
 from .. import csvfile
+from .. import jsoncodec
 from .. import limits
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, is_postgres
-from ..models import (Calculation, Customer, Factor, Organization, WebhookAttempt, WebhookEvent, isoformat,
-                      utcnow)
+from ..models import (Calculation, Customer, CustomerRollup, Factor, Organization, Shipment, WebhookAttempt,
+                      WebhookEvent, isoformat, utcnow)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000
@@ -283,3 +284,46 @@ def endpoint_health(organization_id: int, environment: str, since: dt.datetime) 
             .where((WebhookEvent.organization == organization_id) & (WebhookEvent.environment == environment))
             .order_by(WebhookAttempt.attempted_at.desc()).first())
     return {"counts": counts, "last_attempt": last}
+
+
+def event(organization_id: int, environment: str, event_id: str) -> WebhookEvent | None:
+    """The webhook event of this organization and environment, or None."""
+    return WebhookEvent.get_or_none((WebhookEvent.id == event_id[:36])
+                                    & (WebhookEvent.organization == organization_id)
+                                    & (WebhookEvent.environment == environment))
+
+
+def customers_after(organization_id: int, environment: str, after: str, limit: int) -> list[Customer]:
+    """Customers by reference, those after `after` ("" for the first), `limit` at most."""
+    query = Customer.select().where((Customer.organization == organization_id) & (Customer.environment == environment))
+    if after:
+        query = query.where(Customer.reference > after)
+    return list(query.order_by(Customer.reference).limit(limit))
+
+
+def customer_totals(customer_ids: list[int]) -> dict[int, dict]:
+    """Calculations and kgCO2e per customer, from the rollups (the numbers the API's analytics sum)."""
+    totals: dict[int, dict] = {}
+    if not customer_ids:
+        return totals
+    for row in CustomerRollup.select().where(CustomerRollup.customer.in_(customer_ids)):
+        found = totals.setdefault(row.customer_id, {"count": 0, "kg": ZERO})
+        found["count"] += row.calculation_count
+        found["kg"] = EXACT_SUM.add(found["kg"], row.emissions_kg)
+    return totals
+
+
+def shipments(organization_id: int, environment: str, limit: int = 100) -> list[dict]:
+    """The newest shipments of this organization and environment, their bodies parsed, newest first."""
+    rows = (Shipment.select(Shipment.body).where((Shipment.organization == organization_id)
+                                                 & (Shipment.environment == environment))
+            .order_by(Shipment.created_at.desc(), Shipment.id.desc()).limit(limit))
+    return [jsoncodec.loads(row.body) for row in rows]
+
+
+def shipment(organization_id: int, environment: str, shipment_id: str) -> dict | None:
+    """The shipment of this organization and environment, its body parsed, or None."""
+    found = (Shipment.select(Shipment.body).where(
+        (Shipment.id == shipment_id) & (Shipment.organization == organization_id)
+        & (Shipment.environment == environment)).first())
+    return None if found is None else jsoncodec.loads(found.body)

@@ -1,0 +1,79 @@
+"""The customers: the list by reference, adding one, and a customer's page with its analytics."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from ... import analytics
+from ... import customers
+from ... import jsoncodec
+from .. import insights
+from ..accounts import Session
+from ..rendering import customer_path, pretty_json, query_parameter, redirect, render, request_id
+from ..session import Pages, field, form_post, signed_in
+
+CUSTOMERS_PAGE = 100
+
+
+class CustomerPages(Pages):
+    """/workspace/customers and /workspace/customers/<reference>."""
+
+    @signed_in
+    def customers_page(self, session: Session, error: str = "", status: int = 200, form: dict | None = None):
+        org, environment = session.organization, session.environment
+        after = query_parameter("after")
+        listed = insights.customers_after(org.id, environment, after, CUSTOMERS_PAGE + 1)
+        next_url = ("/workspace/customers?" + urlencode({"after": listed[CUSTOMERS_PAGE - 1].reference})
+                    if len(listed) > CUSTOMERS_PAGE else "")
+        listed = listed[:CUSTOMERS_PAGE]
+        totals = insights.customer_totals([customer.id for customer in listed])
+        return render("customers", status, title="Customers", customers=listed, totals=totals, error=error,
+                      form=form or {}, next_url=next_url, paged=bool(after), **self.chrome(session, "customers"))
+
+    @form_post
+    def add_customer(self, session: Session, form: dict):
+        fields = {name: field(form, name).strip() for name in ("reference", "name", "country")}
+        try:
+            customer = customers.create(session.organization, session.environment, fields["reference"],
+                                        fields["name"], fields["country"] or None, actor=session.actor)
+        except customers.CustomerError as exc:
+            return self.customers_page(error=f"Not added: {exc}.", status=400, form=fields)
+        return redirect(customer_path(customer.reference))
+
+    @signed_in
+    def customer_page(self, session: Session, reference: str, error: str = "", status: int = 200,
+                      form: dict | None = None):
+        found = None
+        if customers.is_valid_reference(reference):
+            found = analytics.find_with_analytics(session.organization.id, session.environment, reference)
+        if found is None:
+            return render("error", 404, title="No such customer",
+                          message="No customer with this reference exists in this environment.",
+                          request_id=request_id(), **self.chrome(session, "customers"))
+        recent, _ = insights.page(session.organization.id, session.environment,
+                                  insights.Filters(customer=reference), size=10)
+        return render("customer", status, title=found["name"], customer=found, analytics=found["analytics"],
+                      api_json=pretty_json(jsoncodec.loads(analytics.analytics_json(
+                          session.organization.id, session.environment, reference))),
+                      recent=recent, error=error, form=form or {}, **self.chrome(session, "customers"))
+
+    @form_post
+    def change_customer(self, session: Session, form: dict, reference: str):
+        customer = None
+        if customers.is_valid_reference(reference):
+            customer = customers.find(session.organization.id, session.environment, reference)
+        if customer is None:
+            return self.no_such(session, "customers", "No such customer", "No customer with this reference.")
+        action = field(form, "action")
+        try:
+            if action == "edit":
+                customers.update(customer, name=field(form, "name"), country=field(form, "country").strip(),
+                                 actor=session.actor)
+            elif action in ("suspend", "reactivate"):
+                customers.update(customer, status="suspended" if action == "suspend" else "active",
+                                 actor=session.actor)
+            else:
+                raise customers.CustomerError("unknown action")
+        except customers.CustomerError as exc:
+            return self.customer_page(reference, error=f"Not saved: {exc}.", status=400,
+                                      form={"name": field(form, "name"), "country": field(form, "country")})
+        return redirect(customer_path(customer.reference))

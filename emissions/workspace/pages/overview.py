@@ -1,0 +1,29 @@
+"""The overview: this month's usage and emissions, the last 30 days drawn, the latest calculations."""
+from __future__ import annotations
+
+import datetime as dt
+
+from ...models import utcnow
+from ...webhooks import endpoints as webhook_endpoints
+from .. import chart
+from .. import insights
+from ..accounts import Session
+from ..rendering import render
+from ..session import Pages, signed_in
+
+
+class OverviewPages(Pages):
+    """/workspace."""
+
+    @signed_in
+    def overview(self, session: Session):
+        org, environment = session.organization, session.environment
+        now = utcnow()
+        month = insights.emissions_since(org.id, environment, insights.month_start(now))
+        days = insights.daily(org.id, environment, 30, now)
+        latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
+        endpoint = webhook_endpoints.endpoint_for(org.id, environment)
+        health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
+        return render("overview", title="Overview", usage=insights.usage(org, self.test_capacity, now),
+                      month=month, days=days, chart=chart.daily_bars(days), latest=latest, endpoint=endpoint,
+                      health=health, month_name=now.strftime("%B %Y"), **self.chrome(session, "overview"))
