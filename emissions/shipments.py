@@ -37,7 +37,6 @@ DEFAULT_FACTORS = {
 # DESNZ's haul bands for freight flights: within the UK, to or from the UK under or over 3,700 km,
 # and between two places outside the UK (the long-haul values, published as "International").
 SHORT_HAUL_LIMIT_KM = Decimal(3700)
-LIST_LIMIT = 100
 
 
 @dataclass
@@ -394,22 +393,3 @@ def get(principal: Principal, shipment_id: str) -> str:
     if found is None:
         raise NotFound("No shipment with this id exists.")
     return found.body
-
-
-def listing(principal: Principal, limit: int = 20, cursor: str | None = None) -> str:
-    """A page of the principal's shipments, newest first, as the JSON the API answers."""
-    query = (Shipment.select(Shipment.id, Shipment.body, Shipment.created_at)
-             .where((Shipment.organization == principal.organization_id)
-                    & (Shipment.environment == principal.environment)))
-    if cursor is not None:
-        after = Shipment.get_or_none((Shipment.id == cursor) & (Shipment.organization == principal.organization_id)
-                                     & (Shipment.environment == principal.environment))
-        if after is None:
-            raise InvalidRequest("The cursor names no shipment of this listing.", status=422,
-                                 details=[{"field": "cursor", "message": "names no shipment of this listing"}])
-        query = query.where((Shipment.created_at < after.created_at)
-                            | ((Shipment.created_at == after.created_at) & (Shipment.id < after.id)))
-    rows = list(query.order_by(Shipment.created_at.desc(), Shipment.id.desc()).limit(limit + 1))
-    page = rows[:limit]
-    next_cursor = page[-1].id if len(rows) > limit else None
-    return jsoncodec.dumps({"data": [jsoncodec.Raw(row.body) for row in page], "next_cursor": next_cursor})
