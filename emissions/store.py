@@ -98,7 +98,8 @@ class FactorRow(NamedTuple):
     hub_type: str | None  # a HUB factor's hub type (shipments)
 
 
-def _columns(alias: str, row: type) -> str:
+def columns(alias: str, row: type) -> str:
+    """A named row's fields as the column list of a statement, each behind the table's alias."""
     return ", ".join(f"{alias}.{name}" for name in row._fields)
 
 
@@ -107,7 +108,7 @@ def _columns(alias: str, row: type) -> str:
 # three LEFT JOINs off a one-row base answer "none" per part in one round trip, which the builder
 # cannot start from.
 LOOKUP = (
-    f"SELECT {_columns('k', Stored)}, {_columns('c', CustomerRow)}, {_columns('f', FactorRow)}"
+    f"SELECT {columns('k', Stored)}, {columns('c', CustomerRow)}, {columns('f', FactorRow)}"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN calculation AS k"
     "  ON k.organization_id = ? AND k.environment = ? AND k.idempotency_key = ?"
