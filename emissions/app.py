@@ -348,20 +348,21 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
     return Reply(customer_or_404(principal, reference).to_dict())
 
 
-def get_customer_emissions(principal: auth.Principal, reference: str, query: dict) -> Reply:
-    found = periods.analytics_json(principal.organization_id, principal.environment, checked_reference(reference),
-                                   query.get("from"), query.get("to"))
+def _customer_period(read, principal: auth.Principal, reference: str, query: dict) -> Reply:
+    """What `read` answers for the customer over the query's from..to, or CUSTOMER_NOT_FOUND."""
+    found = read(principal.organization_id, principal.environment, checked_reference(reference),
+                 query.get("from"), query.get("to"))
     if found is None:
         raise customer_not_found()
     return Reply(found)
+
+
+def get_customer_emissions(principal: auth.Principal, reference: str, query: dict) -> Reply:
+    return _customer_period(periods.analytics_json, principal, reference, query)
 
 
 def get_customer_statement(principal: auth.Principal, reference: str, query: dict) -> Reply:
-    found = statements.statement(principal.organization_id, principal.environment, checked_reference(reference),
-                                 query.get("from"), query.get("to"))
-    if found is None:
-        raise customer_not_found()
-    return Reply(found)
+    return _customer_period(statements.statement, principal, reference, query)
 
 
 def list_calculations(principal: auth.Principal, query: dict) -> Reply:

@@ -5,8 +5,8 @@ PostgreSQL's statement_timeout ends a statement the server has received; with th
 stalled the server never sees the statement (or its answer never comes back), and the kernel
 retries for about 15 minutes. So each statement here is also watched from this process: past the
 statement timeout its connection's socket is shut down, the driver raises, the request answers 503
-(outages.py) and the thread's next request opens a new connection (docs/operations.md, "Database
-timeouts").
+(outages.py) and the thread's next request opens a new connection
+(docs/operations.md, "Database timeouts").
 """
 from __future__ import annotations
 

@@ -367,12 +367,8 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
                 exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
                 element.factor.version, exact(element.factor.value)))
             # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
-            store.run(*store.add_to_rollup(customer.id, chain.principal.environment, HUB,
-                                           payload["business_context"], element.activity, element.emissions,
-                                           chain.activity_date, element.parts))
-            store.run(*store.add_to_period_rollups(customer.id, chain.principal.environment, HUB,
-                                                     payload["business_context"], element.activity, element.emissions,
-                                                     chain.activity_date, element.parts))
+            store.count_in_rollups(customer.id, environment, HUB, context, element.activity, element.emissions,
+                                   chain.activity_date, element.parts)
         store.insert_event(event)
 
 

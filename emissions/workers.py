@@ -5,8 +5,8 @@ workers, each of which listens on a socket of its own bound to the same port; th
 new connections over them. The parent only waits: SIGTERM or Ctrl-C stops every worker the way
 one process stops, and a worker that dies on its own is started again (after a short backoff) while
 the others serve on; only after MAX_DEATHS deaths within DEATH_WINDOW seconds does the parent stop
-the rest and exit 1, for the service manager to restart the whole (docs/operations.md, "Several
-workers").
+the rest and exit 1, for the service manager to restart the whole
+(docs/operations.md, "Several workers").
 """
 from __future__ import annotations
 
