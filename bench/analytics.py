@@ -68,8 +68,9 @@ def fresh_database(url: str | None, directory: Path) -> tuple[str, callable]:
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}", drop
 
 
-def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
-    """Organization, factors, customers and bulk-inserted calculations; returns a key and timings."""
+def seed(url: str, sizes: dict[str, int], activity_day=None) -> tuple[str, dict]:
+    """Organization, factors, customers and bulk-inserted calculations (the number-th of each customer
+    on activity_day(number)); returns a key and timings."""
     database = bind(url)
     migrations.run(database)
     org = Organization.create(slug="bench", name="Bench")
@@ -82,7 +83,7 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     started = time.perf_counter()
     for reference, count in sizes.items():
         customer = Customer.create(organization=org, environment="test", reference=reference, name=reference)
-        insert_calculations(org, customer, factor_rows, count)
+        insert_calculations(org, customer, factor_rows, count, activity_day=activity_day or spread_over_540_days)
     timings["seed_seconds"] = round(time.perf_counter() - started, 2)
 
     started = time.perf_counter()
@@ -104,8 +105,14 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     return key, timings
 
 
-def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int = 1000) -> None:
-    """Calculations as calculate() stores them, written in bulk (the rollups come from rebuild)."""
+def spread_over_540_days(number: int) -> dt.date:
+    return dt.date(2025, 1, 1) + dt.timedelta(days=number % 540)
+
+
+def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int = 1000,
+                        activity_day=spread_over_540_days) -> None:
+    """Calculations as calculate() stores them, written in bulk (the rollups come from rebuild); the
+    number-th on activity_day(number)."""
     modes = list(FACTORS)
     now = models.utcnow()
     for start in range(0, count, chunk):
@@ -116,7 +123,7 @@ def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int
             cargo = Decimal(1 + number % 40) + Decimal(number % 997) / 1000
             distance = Decimal(50 + number % 900) + Decimal(number % 13) / 10
             activity, emissions = calculations.compute(cargo, distance, FACTORS[mode])
-            activity_date = dt.date(2025, 1, 1) + dt.timedelta(days=number % 540)
+            activity_date = activity_day(number)
             calculation_id = models.new_id()
             body = jsoncodec.dumps({
                 "id": calculation_id, "external_reference": f"{customer.reference}-{number}",
