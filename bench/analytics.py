@@ -170,17 +170,23 @@ def measure(host: str, port: int, key: str, paths: dict[str, str], requests: int
     for round_number in range(warmup + requests):
         order = names if round_number % 2 == 0 else names[::-1]
         for name in order:
-            started = time.perf_counter_ns()
-            connection.request("GET", paths[name], headers=headers)
-            response = connection.getresponse()
-            body = response.read()
-            elapsed = (time.perf_counter_ns() - started) / 1e6
-            if response.status != 200:
-                sys.exit(f"bench: GET {paths[name]} answered {response.status}: {body[:200]!r}")
+            elapsed = timed(connection, "GET", paths[name], headers)
             if round_number >= warmup:
                 samples[name].append(elapsed)
     connection.close()
     return {name: summary(values) for name, values in samples.items()}
+
+
+def timed(connection, method: str, path: str, headers: dict, body: str | None = None, expected: int = 200) -> float:
+    """One request on the keep-alive connection, in milliseconds; any other status than expected ends the bench."""
+    started = time.perf_counter_ns()
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    answer = response.read()
+    elapsed = (time.perf_counter_ns() - started) / 1e6
+    if response.status != expected:
+        sys.exit(f"bench: {method} {path} answered {response.status}: {answer[:300]!r}")
+    return elapsed
 
 
 def summary(values: list[float]) -> dict:
@@ -247,8 +253,13 @@ def main() -> int:
     print(f"recomputing from calculations instead of the rollups: {timings['recompute_ms_small-customer']} ms "
           f"(small) vs {timings['recompute_ms_large-customer']} ms (large)")
 
+    return write_result("analytics", result)
+
+
+def write_result(name: str, result: dict) -> int:
+    """Write the result to bench/results/NAME-<time>.json, say where, and answer the exit status of its goal."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"analytics-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    path = RESULTS / f"{name}-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written to {path.relative_to(ROOT)}")
     return 0 if result["goal_met"] else 1

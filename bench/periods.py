@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import sqlite3
@@ -91,11 +90,7 @@ def main() -> int:
         print(f"{name:<30}{values['mean_ms']:>9.3f}{values['p50_ms']:>9.3f}{values['p95_ms']:>9.3f}{values['p99_ms']:>9.3f}")
     print(f"ratio large/small p50: {ratios} (goal <= {GOAL_RATIO}: {'met' if result['goal_met'] else 'NOT met'})")
     print(f"seed {timings['seed_seconds']} s; rebuild {timings['rebuild_seconds']} s; period rows {timings['period_rows']}")
-    bench.RESULTS.mkdir(exist_ok=True)
-    path = bench.RESULTS / f"periods-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written to {path.relative_to(bench.ROOT)}")
-    return 0 if result["goal_met"] else 1
+    return bench.write_result("periods", result)
 
 
 if __name__ == "__main__":
