@@ -169,6 +169,14 @@ def test_the_pointer_checks_find_what_they_look_for():
     assert MEASUREMENT.search("about 5 us a request")
 
 
+def test_the_api_manual_lists_every_api_route_once(app):
+    listed = [(method, re.sub(r"\{[^}]+\}", "{}", path)) for method, path in
+              re.findall(r"^\| `(GET|POST) (/\S+)`", (ROOT / "docs" / "api.md").read_text(), re.M)]
+    served = [(route.method, re.sub(r"<[^>]+>", "{}", route.rule)) for route in app.routes
+              if route.rule.startswith("/v1/") or route.rule == "/healthz"]
+    assert sorted(listed) == sorted(served)
+
+
 def test_every_document_the_readme_sends_to_has_a_title():
     for name in ("api.md", "cli.md", "webhooks.md", "operations.md"):
         assert (ROOT / "docs" / name).read_text().startswith("# "), name
