@@ -68,8 +68,9 @@ def fresh_database(url: str | None, directory: Path) -> tuple[str, callable]:
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}", drop
 
 
-def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
-    """Organization, factors, customers and bulk-inserted calculations; returns a key and timings."""
+def seed(url: str, sizes: dict[str, int], activity_day=None) -> tuple[str, dict]:
+    """Organization, factors, customers and bulk-inserted calculations (the number-th of each customer
+    on activity_day(number)); returns a key and timings."""
     database = bind(url)
     migrations.run(database)
     org = Organization.create(slug="bench", name="Bench")
@@ -82,7 +83,7 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     started = time.perf_counter()
     for reference, count in sizes.items():
         customer = Customer.create(organization=org, environment="test", reference=reference, name=reference)
-        insert_calculations(org, customer, factor_rows, count)
+        insert_calculations(org, customer, factor_rows, count, activity_day=activity_day or spread_over_540_days)
     timings["seed_seconds"] = round(time.perf_counter() - started, 2)
 
     started = time.perf_counter()
@@ -104,8 +105,14 @@ def seed(url: str, sizes: dict[str, int]) -> tuple[str, dict]:
     return key, timings
 
 
-def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int = 1000) -> None:
-    """Calculations as calculate() stores them, written in bulk (the rollups come from rebuild)."""
+def spread_over_540_days(number: int) -> dt.date:
+    return dt.date(2025, 1, 1) + dt.timedelta(days=number % 540)
+
+
+def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int = 1000,
+                        activity_day=spread_over_540_days) -> None:
+    """Calculations as calculate() stores them, written in bulk (the rollups come from rebuild); the
+    number-th on activity_day(number)."""
     modes = list(FACTORS)
     now = models.utcnow()
     for start in range(0, count, chunk):
@@ -116,7 +123,7 @@ def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int
             cargo = Decimal(1 + number % 40) + Decimal(number % 997) / 1000
             distance = Decimal(50 + number % 900) + Decimal(number % 13) / 10
             activity, emissions = calculations.compute(cargo, distance, FACTORS[mode])
-            activity_date = dt.date(2025, 1, 1) + dt.timedelta(days=number % 540)
+            activity_date = activity_day(number)
             calculation_id = models.new_id()
             body = jsoncodec.dumps({
                 "id": calculation_id, "external_reference": f"{customer.reference}-{number}",
@@ -163,17 +170,23 @@ def measure(host: str, port: int, key: str, paths: dict[str, str], requests: int
     for round_number in range(warmup + requests):
         order = names if round_number % 2 == 0 else names[::-1]
         for name in order:
-            started = time.perf_counter_ns()
-            connection.request("GET", paths[name], headers=headers)
-            response = connection.getresponse()
-            body = response.read()
-            elapsed = (time.perf_counter_ns() - started) / 1e6
-            if response.status != 200:
-                sys.exit(f"bench: GET {paths[name]} answered {response.status}: {body[:200]!r}")
+            elapsed = timed(connection, "GET", paths[name], headers)
             if round_number >= warmup:
                 samples[name].append(elapsed)
     connection.close()
     return {name: summary(values) for name, values in samples.items()}
+
+
+def timed(connection, method: str, path: str, headers: dict, body: str | None = None, expected: int = 200) -> float:
+    """One request on the keep-alive connection, in milliseconds; any other status than expected ends the bench."""
+    started = time.perf_counter_ns()
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    answer = response.read()
+    elapsed = (time.perf_counter_ns() - started) / 1e6
+    if response.status != expected:
+        sys.exit(f"bench: {method} {path} answered {response.status}: {answer[:300]!r}")
+    return elapsed
 
 
 def summary(values: list[float]) -> dict:
@@ -240,8 +253,13 @@ def main() -> int:
     print(f"recomputing from calculations instead of the rollups: {timings['recompute_ms_small-customer']} ms "
           f"(small) vs {timings['recompute_ms_large-customer']} ms (large)")
 
+    return write_result("analytics", result)
+
+
+def write_result(name: str, result: dict) -> int:
+    """Write the result to bench/results/NAME-<time>.json, say where, and answer the exit status of its goal."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"analytics-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    path = RESULTS / f"{name}-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written to {path.relative_to(ROOT)}")
     return 0 if result["goal_met"] else 1

@@ -20,7 +20,6 @@ import platform
 import sqlite3
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +27,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from analytics import RESULTS, start_server, summary  # noqa: E402
+from analytics import start_server, summary, timed, write_result  # noqa: E402
 from emissions import auth, factor_files, factors, migrations, models  # noqa: E402
 from emissions import db as db_setup  # noqa: E402
 from emissions.models import Customer, Organization  # noqa: E402
@@ -79,13 +78,7 @@ def measure(host: str, port: int, key: str, requests: int, warmup: int) -> dict:
             path, body = bodies[name]
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
                        "Idempotency-Key": f"{name}-{round_number}"}
-            started = time.perf_counter_ns()
-            connection.request("POST", path, body=body, headers=headers)
-            response = connection.getresponse()
-            answer = response.read()
-            elapsed = (time.perf_counter_ns() - started) / 1e6
-            if response.status != 201:
-                sys.exit(f"bench: POST {path} answered {response.status}: {answer[:300]!r}")
+            elapsed = timed(connection, "POST", path, headers, body, expected=201)
             if round_number >= warmup:
                 samples[name].append(elapsed)
     connection.close()
@@ -124,11 +117,7 @@ def main() -> int:
               f"{values['p99_ms']:>9.3f}")
     print(f"3-element shipment / calculation, p50: {ratio} (goal <= {GOAL_RATIO}: "
           f"{'met' if result['goal_met'] else 'NOT met'})")
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"shipments-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written to {path.relative_to(ROOT)}")
-    return 0 if result["goal_met"] else 1
+    return write_result("shipments", result)
 
 
 if __name__ == "__main__":

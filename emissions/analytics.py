@@ -132,7 +132,7 @@ class PeriodTotals:
     calculation_count: int = 0
     activity_tkm: Decimal = ZERO
     emissions_kg: Decimal = ZERO
-    emissions_ttw_kg: Decimal = ZERO
+    emissions_ttw_kg: Decimal = ZERO  # over the calculations that have parts
     emissions_wtt_kg: Decimal = ZERO
 
     def add(self, activity: Decimal, emissions: Decimal, ttw: Decimal | None, wtt: Decimal | None) -> None:
@@ -195,37 +195,22 @@ RollupKey = tuple  # (environment, mode, business_context); a period row's adds 
 
 
 @dataclass
-class Totals:
-    """What one rollup row holds, or should hold."""
+class Totals(PeriodTotals):
+    """What one rollup row holds, or should hold: a period row's sums and the activity dates' span."""
 
-    calculation_count: int = 0
-    activity_tkm: Decimal = ZERO
-    emissions_kg: Decimal = ZERO
     first_activity_date: dt.date | None = None
     last_activity_date: dt.date | None = None
-    emissions_ttw_kg: Decimal = ZERO  # over the calculations that have parts
-    emissions_wtt_kg: Decimal = ZERO
 
     def add(self, activity: Decimal, emissions: Decimal, activity_date: dt.date,
             ttw: Decimal | None = None, wtt: Decimal | None = None) -> None:
-        self.calculation_count += 1
-        self.activity_tkm = EXACT.add(self.activity_tkm, activity)
-        self.emissions_kg = EXACT.add(self.emissions_kg, emissions)
-        if ttw is not None:
-            self.emissions_ttw_kg = EXACT.add(self.emissions_ttw_kg, ttw)
-            self.emissions_wtt_kg = EXACT.add(self.emissions_wtt_kg, wtt)
+        super().add(activity, emissions, ttw, wtt)
         if self.first_activity_date is None or activity_date < self.first_activity_date:
             self.first_activity_date = activity_date
         if self.last_activity_date is None or activity_date > self.last_activity_date:
             self.last_activity_date = activity_date
 
     def to_dict(self) -> dict:
-        return {"calculation_count": self.calculation_count,
-                "activity_tkm": format(self.activity_tkm.normalize(EXACT), "f"),
-                "emissions_kg": format(self.emissions_kg.normalize(EXACT), "f"),
-                "emissions_ttw_kg": format(self.emissions_ttw_kg.normalize(EXACT), "f"),
-                "emissions_wtt_kg": format(self.emissions_wtt_kg.normalize(EXACT), "f"),
-                "first_activity_date": _iso(self.first_activity_date),
+        return {**super().to_dict(), "first_activity_date": _iso(self.first_activity_date),
                 "last_activity_date": _iso(self.last_activity_date)}
 
 
@@ -348,8 +333,8 @@ def _add_hubs(customer_id: int, expected: dict) -> None:
 def stored_rollups(customer_id: int) -> dict:
     """The customer's rollup rows and period rollup rows as they are stored: RollupKey -> Totals."""
     return {**{(row.environment, row.mode, row.business_context):
-               Totals(row.calculation_count, row.activity_tkm, row.emissions_kg,
-                      row.first_activity_date, row.last_activity_date, row.emissions_ttw_kg, row.emissions_wtt_kg)
+               Totals(row.calculation_count, row.activity_tkm, row.emissions_kg, row.emissions_ttw_kg,
+                      row.emissions_wtt_kg, row.first_activity_date, row.last_activity_date)
                for row in CustomerRollup.select().where(CustomerRollup.customer == customer_id)},
             **stored_period_rollups(customer_id)}
 

@@ -338,16 +338,8 @@ def get_shipment(principal: auth.Principal, shipment_id: str) -> Reply:
     return Reply(shipments.get(principal, shipment_id))
 
 
-def list_shipments(principal: auth.Principal) -> Reply:
-    query = bottle.request.query
-    limit, cursor = query.get("limit", "20"), query.get("cursor")
-    if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= shipments.LIST_LIMIT):
-        raise InvalidRequest("The limit must be a whole number from 1 to 100.", status=422,
-                             details=[{"field": "limit", "message": "must be a whole number from 1 to 100"}])
-    if cursor is not None and not UUID_PATTERN.match(cursor):
-        raise InvalidRequest("The cursor is not one this listing gave.", status=422,
-                             details=[{"field": "cursor", "message": "is not one this listing gave"}])
-    return Reply(shipments.listing(principal, int(limit), cursor))
+def list_shipments(principal: auth.Principal, query: dict) -> Reply:
+    return Reply(listing.page(principal.organization_id, principal.environment, query, listing.SHIPMENT))
 
 # --- end shipments ---
 
@@ -356,20 +348,21 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
     return Reply(customer_or_404(principal, reference).to_dict())
 
 
-def get_customer_emissions(principal: auth.Principal, reference: str, query: dict) -> Reply:
-    found = periods.analytics_json(principal.organization_id, principal.environment, checked_reference(reference),
-                                   query.get("from"), query.get("to"))
+def _customer_period(read, principal: auth.Principal, reference: str, query: dict) -> Reply:
+    """What `read` answers for the customer over the query's from..to, or CUSTOMER_NOT_FOUND."""
+    found = read(principal.organization_id, principal.environment, checked_reference(reference),
+                 query.get("from"), query.get("to"))
     if found is None:
         raise customer_not_found()
     return Reply(found)
+
+
+def get_customer_emissions(principal: auth.Principal, reference: str, query: dict) -> Reply:
+    return _customer_period(periods.analytics_json, principal, reference, query)
 
 
 def get_customer_statement(principal: auth.Principal, reference: str, query: dict) -> Reply:
-    found = statements.statement(principal.organization_id, principal.environment, checked_reference(reference),
-                                 query.get("from"), query.get("to"))
-    if found is None:
-        raise customer_not_found()
-    return Reply(found)
+    return _customer_period(statements.statement, principal, reference, query)
 
 
 def list_calculations(principal: auth.Principal, query: dict) -> Reply:
@@ -397,13 +390,17 @@ def healthz() -> Reply:
 
 
 PERIOD = parameters.Query({"from": parameters.iso_date, "to": parameters.iso_date}, ranges=(("from", "to"),))
-LISTING = parameters.Query({
+FILTERS = {
     "customer_reference": parameters.text(120), "external_reference": parameters.text(120),
-    "mode": parameters.one_of(*models.MODES),
     "activity_from": parameters.iso_date, "activity_to": parameters.iso_date,
     "created_from": parameters.iso_date, "created_to": parameters.iso_date,
-    "limit": parameters.integer_between(1, listing.MAX_LIMIT), "starting_after": parameters.uuid,
-}, ranges=(("activity_from", "activity_to"), ("created_from", "created_to")))
+    "limit": parameters.integer_between(1, listing.MAX_LIMIT),
+}
+FILTER_RANGES = (("activity_from", "activity_to"), ("created_from", "created_to"))
+LISTING = parameters.Query({**FILTERS, "mode": parameters.one_of(*models.MODES),
+                            "starting_after": parameters.id_of("calculation")}, ranges=FILTER_RANGES)
+SHIPMENT_LISTING = parameters.Query({**FILTERS, "starting_after": parameters.id_of("shipment")},
+                                    ranges=FILTER_RANGES)
 
 
 def _routes(app: Service) -> None:
@@ -416,7 +413,8 @@ def _routes(app: Service) -> None:
     app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
               scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
     app.route("/v1/shipments", "POST", create_shipment, scopes_all=("emissions:calculate",), query=parameters.NONE)
-    app.route("/v1/shipments", "GET", list_shipments, scopes_any=("emissions:read", "emissions:calculate"))
+    app.route("/v1/shipments", "GET", list_shipments,
+              scopes_any=("emissions:read", "emissions:calculate"), query=SHIPMENT_LISTING)
     app.route("/v1/shipments/<shipment_id>", "GET", get_shipment,
               scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,

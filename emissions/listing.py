@@ -1,12 +1,13 @@
-"""GET /v1/calculations: a tenant's calculations, newest first, filtered, a page at a time.
+"""GET /v1/calculations and GET /v1/shipments: a tenant's rows, newest first, filtered, a page at a time.
 
 Pages are cut by keyset (created_at, id), never by OFFSET, and every filter has an index that also
-yields the order (migration 0008), so a page costs the same on the first day and after millions
-of calculations. docs/api.md, "Listing calculations", is the manual.
+yields the order (migrations 0008 and 0013), so a page costs the same on the first day and after
+millions of rows. docs/api.md, "Listing calculations", is the manual; the shipments' list follows it.
 """
 from __future__ import annotations
 
 import datetime as dt
+from typing import NamedTuple
 
 from . import store
 from .errors import InvalidRequest
@@ -14,67 +15,77 @@ from .models import Calculation
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+CALCULATION = "calculation"
+SHIPMENT = "shipment"
+TABLES = (CALCULATION, SHIPMENT)  # the tables a list reads; the only names put into its statements
 
-CURSOR = "SELECT created_at, id FROM calculation WHERE id = ? AND organization_id = ? AND environment = ?"
 # The customer's id stands for the organization and the environment: it is looked up in them, and a
-# customer lives in one of each (so the planner takes calculation_customer_created, not the tenant's index).
+# customer lives in one of each (so the planner takes the customer's index, not the tenant's).
 BY_CUSTOMER = ("customer_id = (SELECT id FROM customer WHERE organization_id = ? AND environment = ?"
                " AND reference = ?)")
+
+
+class Position(NamedTuple):
+    """Where a page starts: the (created_at, id) of the row before it, as stored."""
+
+    created_at: str | dt.datetime  # text on SQLite, a timestamp on PostgreSQL
+    id: str
+
+
+POSITION = "SELECT {} FROM {{}} WHERE id = ? AND organization_id = ? AND environment = ?".format(
+    ", ".join(Position._fields))
 
 
 def _midnight(day: dt.date) -> dt.datetime:
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
 
 
-def page_statement(organization_id: int, environment: str, query: dict,
-                   cursor: tuple | None = None) -> tuple[str, list]:
+def page_statement(organization_id: int, environment: str, query: dict, cursor: tuple | None = None,
+                   table: str = CALCULATION) -> tuple[str, list]:
     """The SELECT of one page (limit + 1 bodies, to tell whether there are more) and its parameters."""
+    assert table in TABLES, table
     if "customer_reference" in query:
         conditions, params = [BY_CUSTOMER], [organization_id, environment, query["customer_reference"]]
     else:
         conditions, params = ["organization_id = ?", "environment = ?"], [organization_id, environment]
-    if "external_reference" in query:
-        conditions.append("external_reference = ?")
-        params.append(query["external_reference"])
-    if "mode" in query:
-        conditions.append("mode = ?")
-        params.append(query["mode"])
-    if "activity_from" in query:
-        conditions.append("activity_date >= ?")
-        params.append(Calculation.activity_date.db_value(query["activity_from"]))
-    if "activity_to" in query:
-        conditions.append("activity_date <= ?")
-        params.append(Calculation.activity_date.db_value(query["activity_to"]))
-    if "created_from" in query:
-        conditions.append("created_at >= ?")
-        params.append(Calculation.created_at.db_value(_midnight(query["created_from"])))
-    if "created_to" in query:  # inclusive: the whole day, UTC
-        conditions.append("created_at < ?")
-        params.append(Calculation.created_at.db_value(_midnight(query["created_to"]) + dt.timedelta(days=1)))
+    # Both tables store these columns alike (a DateField and a TimestampField).
+    for name, condition, value in (
+            ("external_reference", "external_reference = ?", lambda given: given),
+            ("mode", "mode = ?", lambda given: given),
+            ("activity_from", "activity_date >= ?", Calculation.activity_date.db_value),
+            ("activity_to", "activity_date <= ?", Calculation.activity_date.db_value),
+            ("created_from", "created_at >= ?", lambda day: Calculation.created_at.db_value(_midnight(day))),
+            # inclusive: the whole day, UTC
+            ("created_to", "created_at < ?",
+             lambda day: Calculation.created_at.db_value(_midnight(day) + dt.timedelta(days=1)))):
+        if name in query:
+            conditions.append(condition)
+            params.append(value(query[name]))
     if cursor is not None:
         conditions.append("(created_at, id) < (?, ?)")  # a row value: the index seeks to it
         params.extend(cursor)
-    text = ("SELECT body FROM calculation WHERE " + " AND ".join(conditions)
+    text = (f"SELECT body FROM {table} WHERE " + " AND ".join(conditions)
             + " ORDER BY created_at DESC, id DESC LIMIT ?")
     return text, [*params, query.get("limit", DEFAULT_LIMIT) + 1]
 
 
-def _cursor(organization_id: int, environment: str, calculation_id: str) -> tuple:
-    """(created_at, id) as stored, of the calculation a page starts after; tenant-safe 400 if none."""
-    row = store.run(CURSOR, (calculation_id, organization_id, environment)).fetchone()
+def _position(table: str, organization_id: int, environment: str, row_id: str) -> Position:
+    """Where the page after this row starts; the same tenant-safe 400 for an unknown and another tenant's id."""
+    row = store.run(POSITION.format(table), (row_id, organization_id, environment)).fetchone()
     if row is None:
-        raise InvalidRequest("The query parameter starting_after names no calculation of this environment.",
-                             details=[{"field": "starting_after", "message": "names no calculation"}])
-    return tuple(row)
+        raise InvalidRequest(f"The query parameter starting_after names no {table} of this environment.",
+                             details=[{"field": "starting_after", "message": f"names no {table}"}])
+    return Position(*row)
 
 
-def page(organization_id: int, environment: str, query: dict) -> str:
-    """One page as the JSON text the API answers; each calculation is its stored body, byte for byte."""
+def page(organization_id: int, environment: str, query: dict, table: str = CALCULATION) -> str:
+    """One page as the JSON text the API answers; each item is its stored body, byte for byte."""
+    assert table in TABLES, table
     cursor = None
     if "starting_after" in query:
-        cursor = _cursor(organization_id, environment, query["starting_after"])
-    text, params = page_statement(organization_id, environment, query, cursor)
-    bodies = [row[0] for row in store.run(text, tuple(params)).fetchall()]
+        cursor = _position(table, organization_id, environment, query["starting_after"])
+    text, params = page_statement(organization_id, environment, query, cursor, table)
+    bodies = [body for (body,) in store.run(text, tuple(params)).fetchall()]
     limit = query.get("limit", DEFAULT_LIMIT)
     has_more = len(bodies) > limit
     return ('{"object":"list","data":[' + ",".join(bodies[:limit]) + '],"has_more":'

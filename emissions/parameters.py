@@ -60,10 +60,13 @@ def text(max_length: int) -> Parser:
     return parse
 
 
-def uuid(value: str) -> str:
-    if not UUID_PATTERN.match(value):
-        raise BadValue("must be the id of a calculation")
-    return value
+def id_of(noun: str) -> Parser:
+    """The id (a UUID) of a row of the list, a calculation or a shipment."""
+    def parse(value: str) -> str:
+        if not UUID_PATTERN.match(value):
+            raise BadValue(f"must be the id of a {noun}")
+        return value
+    return parse
 
 
 def _shown(name: str) -> str:

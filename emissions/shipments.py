@@ -37,7 +37,6 @@ DEFAULT_FACTORS = {
 # DESNZ's haul bands for freight flights: within the UK, to or from the UK under or over 3,700 km,
 # and between two places outside the UK (the long-haul values, published as "International").
 SHORT_HAUL_LIMIT_KM = Decimal(3700)
-LIST_LIMIT = 100
 
 
 @dataclass
@@ -105,9 +104,9 @@ def default_factor(leg: dict, distance: Decimal) -> str:
 # --- the statements a shipment sends, written by hand as store.py's are (the query builder would
 # cost more than the rest of the request); run through store.run ---------------------------------------
 
-# What the key already made, and the customer, in one statement.
+# What the key already made, and the customer, in one statement (as store.LOOKUP is for a calculation).
 LOOKUP = (
-    "SELECT s.id, s.fingerprint, s.body, c.id, c.reference, c.status"
+    f"SELECT {store.columns('s', store.Stored)}, {store.columns('c', store.CustomerRow)}"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN shipment AS s ON s.organization_id = ? AND s.environment = ? AND s.idempotency_key = ?"
     " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
@@ -129,25 +128,31 @@ INSERT_HUB = (
 )
 
 
+_CUSTOMER_AT = len(store.Stored._fields)
+
+
 @dataclass(frozen=True)
 class Found:
-    """What the key already made (id, fingerprint, body), or else the customer (id, reference, status)."""
+    """What the key already made, or else the customer; None where there is none."""
 
-    existing: tuple | None
-    customer: tuple | None
+    existing: store.Stored | None
+    customer: store.CustomerRow | None
 
 
 def _lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str) -> Found:
     row = store.run(LOOKUP, (organization_id, environment, idempotency_key, organization_id, environment,
                              customer_reference)).fetchone()
-    return Found(tuple(row[0:3]) if row[0] is not None else None, tuple(row[3:6]) if row[3] is not None else None)
+    existing = store.Stored._make(row[:_CUSTOMER_AT])
+    customer = store.CustomerRow._make(row[_CUSTOMER_AT:])
+    return Found(existing if existing.id is not None else None, customer if customer.id is not None else None)
 
 
 def _active_factors(organization_id: int, references: set[str]) -> dict[str, Factor]:
     """The active version of each reference visible to the organization (global or its own)."""
     ordered = sorted(references)
     rows = store.run(FACTORS.format(", ".join("?" * len(ordered))), (organization_id, *ordered)).fetchall()
-    return {row[1]: factor_of_row(store.FactorRow(*row)) for row in rows}
+    found = [store.FactorRow._make(row) for row in rows]
+    return {row.reference: factor_of_row(row) for row in found}
 
 
 def v1_place(place: dict) -> dict:
@@ -293,12 +298,11 @@ class Chain:
                       "emissions_wtt_kg": wtt}
 
 
-def _replay(existing: tuple, payload_fingerprint: str) -> Outcome:
-    shipment_id, stored_fingerprint, body = existing
-    if stored_fingerprint != payload_fingerprint:
+def _replay(existing: store.Stored, payload_fingerprint: str) -> Outcome:
+    if existing.fingerprint != payload_fingerprint:
         raise IdempotencyError("This Idempotency-Key was already used with a different request body; "
                                "use a new key for a new shipment.")
-    return Outcome(shipment_id, body, replayed=True)
+    return Outcome(existing.id, existing.body, replayed=True)
 
 
 def create(principal: Principal, payload: dict, idempotency_key: str, *, request_id: str | None = None,
@@ -313,7 +317,7 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
         return _replay(found.existing, payload_fingerprint)
     if found.customer is None:
         raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
-    customer = store.CustomerRow(*found.customer)
+    customer = found.customer
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
                                "with new shipments.", code="CUSTOMER_ACCESS_DENIED")
@@ -363,12 +367,8 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
                 exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
                 element.factor.version, exact(element.factor.value)))
             # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
-            store.run(*store.add_to_rollup(customer.id, chain.principal.environment, HUB,
-                                           payload["business_context"], element.activity, element.emissions,
-                                           chain.activity_date, element.parts))
-            store.run(*store.add_to_period_rollups(customer.id, chain.principal.environment, HUB,
-                                                     payload["business_context"], element.activity, element.emissions,
-                                                     chain.activity_date, element.parts))
+            store.count_in_rollups(customer.id, environment, HUB, context, element.activity, element.emissions,
+                                   chain.activity_date, element.parts)
         store.insert_event(event)
 
 
@@ -394,22 +394,3 @@ def get(principal: Principal, shipment_id: str) -> str:
     if found is None:
         raise NotFound("No shipment with this id exists.")
     return found.body
-
-
-def listing(principal: Principal, limit: int = 20, cursor: str | None = None) -> str:
-    """A page of the principal's shipments, newest first, as the JSON the API answers."""
-    query = (Shipment.select(Shipment.id, Shipment.body, Shipment.created_at)
-             .where((Shipment.organization == principal.organization_id)
-                    & (Shipment.environment == principal.environment)))
-    if cursor is not None:
-        after = Shipment.get_or_none((Shipment.id == cursor) & (Shipment.organization == principal.organization_id)
-                                     & (Shipment.environment == principal.environment))
-        if after is None:
-            raise InvalidRequest("The cursor names no shipment of this listing.", status=422,
-                                 details=[{"field": "cursor", "message": "names no shipment of this listing"}])
-        query = query.where((Shipment.created_at < after.created_at)
-                            | ((Shipment.created_at == after.created_at) & (Shipment.id < after.id)))
-    rows = list(query.order_by(Shipment.created_at.desc(), Shipment.id.desc()).limit(limit + 1))
-    page = rows[:limit]
-    next_cursor = page[-1].id if len(rows) > limit else None
-    return jsoncodec.dumps({"data": [jsoncodec.Raw(row.body) for row in page], "next_cursor": next_cursor})

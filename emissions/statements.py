@@ -6,7 +6,6 @@ calculations, and the CSV lists those calculations one per row.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import html
 import io
@@ -15,6 +14,7 @@ from typing import Iterator
 
 import peewee as pw
 
+from . import csvfile
 from . import customers
 from . import jsoncodec
 from . import periods
@@ -115,9 +115,14 @@ def calculation_rows(organization_id: int, environment: str, reference: str, sta
                calculation["factor"]["reference"], calculation["factor"]["version"], factor_name, factor_source]
 
 
+NUMERIC_COLUMNS = ("scope3_category", "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e",
+                   "emissions_ttw_kgco2e", "emissions_wtt_kgco2e", "factor_version")
+
+
 def as_csv(rows: Iterator[list]) -> str:
+    """The statement's calculations as CSV, through the one writer that keeps a cell from running."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csvfile.Writer(out, numeric_columns=[CSV_COLUMNS.index(name) for name in NUMERIC_COLUMNS])
     writer.writerow(CSV_COLUMNS)
     for row in rows:
         writer.writerow([format(value, "f") if isinstance(value, Decimal) else value for value in row])

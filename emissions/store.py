@@ -98,7 +98,8 @@ class FactorRow(NamedTuple):
     hub_type: str | None  # a HUB factor's hub type (shipments)
 
 
-def _columns(alias: str, row: type) -> str:
+def columns(alias: str, row: type) -> str:
+    """A named row's fields as the column list of a statement, each behind the table's alias."""
     return ", ".join(f"{alias}.{name}" for name in row._fields)
 
 
@@ -107,7 +108,7 @@ def _columns(alias: str, row: type) -> str:
 # three LEFT JOINs off a one-row base answer "none" per part in one round trip, which the builder
 # cannot start from.
 LOOKUP = (
-    f"SELECT {_columns('k', Stored)}, {_columns('c', CustomerRow)}, {_columns('f', FactorRow)}"
+    f"SELECT {columns('k', Stored)}, {columns('c', CustomerRow)}, {columns('f', FactorRow)}"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN calculation AS k"
     "  ON k.organization_id = ? AND k.environment = ? AND k.idempotency_key = ?"
@@ -193,11 +194,18 @@ def add_calculation(calculation: NewCalculation, test_capacity: int, period: str
     # key above and becomes a replay, which capacity never blocks.
     if run(*consume(c.organization_id, c.environment, test_capacity, period)).rowcount != 1:
         raise CapacityUsedUp()
-    run(*add_to_rollup(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm,
-                       c.emissions_kg, c.activity_date, parts))
-    # Its activity day's and month's rows too (analytics by period).
-    run(*add_to_period_rollups(c.customer_id, c.environment, c.mode, c.business_context,
-                                       c.activity_tkm, c.emissions_kg, c.activity_date, parts))
+    count_in_rollups(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm, c.emissions_kg,
+                     c.activity_date, parts)
+
+
+def count_in_rollups(customer_id: int, environment: str, mode: str, business_context: str, activity: Decimal,
+                     emissions: Decimal, activity_date: dt.date, breakdown: tuple[Decimal, Decimal] | None) -> None:
+    """Add one calculation (or a shipment's hub, mode HUB) to its customer's rollup row and to its
+    activity day's and month's rows (analytics by period); call inside the write's transaction."""
+    run(*add_to_rollup(customer_id, environment, mode, business_context, activity, emissions, activity_date,
+                       breakdown))
+    run(*add_to_period_rollups(customer_id, environment, mode, business_context, activity, emissions, activity_date,
+                               breakdown))
 
 
 # --- usage: one statement per billable calculation -----------------------------------------------
@@ -227,19 +235,22 @@ def consume(organization_id: int, environment: str, test_capacity: int, period: 
 
 # --- customer rollups ------------------------------------------------------------------------------
 
-def _rollup(add: str, least: str, greatest: str) -> str:
-    def total(column: str) -> str:
-        return f"{column} = " + add.format(f"customer_rollup.{column}", f"EXCLUDED.{column}")
+def _added(table: str, add: str) -> str:
+    """The SET clause of a rollup upsert: one more calculation, each sum plus the new row's (`add`
+    spells the addition: `+`, or decimal_add for SQLite's decimal text)."""
+    sums = ("activity_tkm", "emissions_kg", "emissions_ttw_kg", "emissions_wtt_kg")
+    return ", ".join([f"calculation_count = {table}.calculation_count + 1",
+                      *(f"{column} = " + add.format(f"{table}.{column}", f"EXCLUDED.{column}") for column in sums)])
 
+
+def _rollup(add: str, least: str, greatest: str) -> str:
     return (
         "INSERT INTO customer_rollup (customer_id, environment, mode, business_context,"
         " calculation_count, activity_tkm, emissions_kg, first_activity_date, last_activity_date,"
         " emissions_ttw_kg, emissions_wtt_kg)"
         " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (customer_id, environment, mode, business_context) DO UPDATE SET"
-        " calculation_count = customer_rollup.calculation_count + 1,"
-        f" {total('activity_tkm')}, {total('emissions_kg')},"
-        f" {total('emissions_ttw_kg')}, {total('emissions_wtt_kg')},"
+        f" {_added('customer_rollup', add)},"
         f" first_activity_date = {least}(customer_rollup.first_activity_date, EXCLUDED.first_activity_date),"
         f" last_activity_date = {greatest}(customer_rollup.last_activity_date, EXCLUDED.last_activity_date)"
     )
@@ -318,16 +329,12 @@ def lock_customer(customer_id: int) -> None:
 # --- customer period rollups (a day row and a month row per calculation) --------------------------------------------------------------
 
 def _upsert(add: str) -> str:
-    def total(column: str) -> str:
-        return f"{column} = " + add.format(f"customer_period_rollup.{column}", f"EXCLUDED.{column}")
-
     return (
         "INSERT INTO customer_period_rollup (customer_id, environment, span, activity_date, mode, business_context,"
         " calculation_count, activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg)"
         " VALUES (?, ?, 'day', ?, ?, ?, 1, ?, ?, ?, ?), (?, ?, 'month', ?, ?, ?, 1, ?, ?, ?, ?)"
         " ON CONFLICT (customer_id, environment, span, activity_date, mode, business_context) DO UPDATE SET"
-        " calculation_count = customer_period_rollup.calculation_count + 1,"
-        f" {total('activity_tkm')}, {total('emissions_kg')}, {total('emissions_ttw_kg')}, {total('emissions_wtt_kg')}"
+        f" {_added('customer_period_rollup', add)}"
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from emissions import analytics as customer_analytics
 from emissions import customers, factor_files, factors, jsoncodec, models
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
-from tests.conftest import LiveServer, make_factor, make_org
+from tests.conftest import LiveServer, make_customer, make_factor, make_org
 from tests.test_idempotency import race
 
 SIX = Decimal("0.000001")
@@ -266,12 +266,61 @@ def test_shipments_are_tenant_safe_and_listed_newest_first(client, acme, globex,
     assert client.get(f"/v1/shipments/{ids[0]}", headers=globex.headers(), status=404).json["error"]["code"] \
         == "INVALID_REQUEST"
     first = client.get("/v1/shipments?limit=2", headers=acme.headers()).json
+    assert first["object"] == "list" and first["has_more"] is True
     assert [item["id"] for item in first["data"]] == ids[::-1][:2]
-    second = client.get(f"/v1/shipments?limit=2&cursor={first['next_cursor']}", headers=acme.headers()).json
-    assert [item["id"] for item in second["data"]] == [ids[0]] and second["next_cursor"] is None
-    assert client.get("/v1/shipments", headers=globex.headers()).json == {"data": [], "next_cursor": None}
-    assert client.get("/v1/shipments?limit=0", headers=acme.headers(), status=422).json["error"]["details"][0][
-        "field"] == "limit"
+    second = client.get(f"/v1/shipments?limit=2&starting_after={first['data'][-1]['id']}", headers=acme.headers())
+    assert [item["id"] for item in second.json["data"]] == [ids[0]] and second.json["has_more"] is False
+    stored = client.get(f"/v1/shipments/{ids[0]}", headers=acme.headers()).text
+    assert second.text == '{"object":"list","data":[' + stored + '],"has_more":false}'
+    assert client.get("/v1/shipments", headers=globex.headers()).json == {"object": "list", "data": [],
+                                                                          "has_more": False}
+
+
+@pytest.mark.on_both
+def test_the_shipments_list_filters_as_the_calculations_list_does(client, acme, library):
+    make_customer(acme.org, "cust-2")
+    made = {name: exact(post(client, acme, worked_example(**overrides), name, status=201))["id"] for name, overrides in {
+        "march": {}, "april": {"activity_date": "2026-04-02", "external_reference": "PO-2"},
+        "other": {"customer_reference": "cust-2", "external_reference": "PO-2"}}.items()}
+
+    def found(query: str) -> set[str]:
+        return {item["id"] for item in client.get(f"/v1/shipments?{query}", headers=acme.headers()).json["data"]}
+
+    assert found("customer_reference=cust-2") == {made["other"]}
+    assert found("customer_reference=nobody") == set()
+    assert found("external_reference=PO-2") == {made["april"], made["other"]}
+    assert found("activity_from=2026-04-01") == {made["april"]}
+    assert found("activity_to=2026-03-31") == {made["march"], made["other"]}
+    assert found("customer_reference=cust-1&external_reference=PO-2") == {made["april"]}
+    assert found("created_from=2000-01-01&created_to=2999-12-31") == set(made.values())
+    assert found("created_to=2000-01-01") == set()
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("query, details", [
+    ("limit=0", [{"field": "limit", "message": "must be an integer from 1 to 100"}]),
+    ("limit=101", [{"field": "limit", "message": "must be an integer from 1 to 100"}]),
+    ("cursor=x", [{"field": "cursor", "message": "is not an accepted query parameter"}]),
+    ("mode=ROAD", [{"field": "mode", "message": "is not an accepted query parameter"}]),
+    ("starting_after=x", [{"field": "starting_after", "message": "must be the id of a shipment"}]),
+    ("starting_after=00000000-0000-4000-8000-000000000000",
+     [{"field": "starting_after", "message": "names no shipment"}]),
+    ("activity_from=2026-05-01&activity_to=2026-04-01",
+     [{"field": "activity_from", "message": "must not be after activity_to"}]),
+])
+def test_a_query_the_shipments_list_cannot_use_is_a_400_naming_it(client, acme, library, query, details):
+    error = client.get(f"/v1/shipments?{query}", headers=acme.headers(), status=400).json["error"]
+    assert error["code"] == "INVALID_REQUEST" and error["details"] == details
+
+
+@pytest.mark.on_both
+def test_starting_after_another_tenants_shipment_is_the_400_of_an_unknown_one(client, acme, globex, library):
+    theirs = exact(post(client, globex, worked_example(), status=201))["id"]
+    other = client.get(f"/v1/shipments?starting_after={theirs}", headers=acme.headers(), status=400).json
+    unknown = client.get("/v1/shipments?starting_after=00000000-0000-4000-8000-000000000000",
+                         headers=acme.headers(), status=400).json
+    assert other["error"]["message"] == unknown["error"]["message"]
+    assert other["error"]["details"] == unknown["error"]["details"]
 
 
 def test_hub_factors_are_governed_and_travel_by_csv(app, library):
@@ -334,7 +383,8 @@ def test_answers_match_the_openapi_document(client, acme, library):
     shipment_id = created.json["id"]
     check_response(client.get(f"/v1/shipments/{shipment_id}", headers=acme.headers()), "/shipments/{id}", "GET")
     check_response(client.get("/v1/shipments", headers=acme.headers()), "/shipments", "GET")
-    check_response(client.get("/v1/shipments?cursor=x", headers=acme.headers(), status=422), "/shipments", "GET")
+    check_response(client.get("/v1/shipments?cursor=x", headers=acme.headers(), status=400), "/shipments", "GET")
+    check_response(client.get("/v1/shipments?limit=1", headers=acme.headers()), "/shipments", "GET")
     leg = created.json["elements"][1]["calculation_id"]
     check_response(client.get(f"/v1/calculations/{leg}", headers=acme.headers()), "/calculations/{id}", "GET")
     check_response(client.get("/v1/customers/cust-1/emissions", headers=acme.headers()),

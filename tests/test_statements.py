@@ -91,3 +91,15 @@ def test_the_cli_statement_refuses_what_it_cannot_answer(acme, fails):
                                "--from", "2026-10-02", "--to", "2026-10-01")
     assert "not a date" in fails("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
                                  "--from", "October")
+
+
+def test_the_statement_csv_quotes_a_cell_a_spreadsheet_would_run(client, acme, emissions, tmp_path):
+    post_calculation(client, acme, "formula", status=201, external_reference="=HYPERLINK(\"http://x\")",
+                     activity_date="2026-10-05")
+    path = tmp_path / "october.csv"
+    status, _, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
+                               "--from", "2026-10-01", "--to", "2026-10-31", "--format", "csv", "--output", path)
+    assert (status, err) == (0, "")
+    [row] = list(csv.DictReader(io.StringIO(path.read_text())))
+    assert row["external_reference"] == "'=HYPERLINK(\"http://x\")"
+    assert Decimal(row["emissions_kgco2e"]) > 0 and row["emissions_kgco2e"][0].isdigit()  # numbers stay numbers

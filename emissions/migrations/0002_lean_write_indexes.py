@@ -17,7 +17,7 @@ or delivered event enters no index but its primary key).
 
 Plain SQL, the same on SQLite and PostgreSQL (never import models.py here). On PostgreSQL the
 transaction locks webhook_event while the partial indexes are built, so calculations wait for it:
-on a large database migrate at a quiet moment (README, "PostgreSQL and several instances").
+on a large database migrate at a quiet moment (docs/operations.md, "PostgreSQL and several instances").
 """
 
 DROPPED = (
