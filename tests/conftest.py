@@ -474,3 +474,33 @@ def fails(emissions):
         assert "Traceback" not in err
         return err
     return run
+
+
+# --- the package as users get it (built once a session: test_packaging and test_testing) ------------
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+BUILD_INPUTS = ("emissions", "scripts", "setup.cfg", "pyproject.toml", "README.md")
+
+
+@pytest.fixture(scope="session")
+def source(tmp_path_factory) -> Path:
+    """A copy of what a build reads, without build/, dist/, caches or databases."""
+    copy = tmp_path_factory.mktemp("source")
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.sqlite3*")
+    for name in BUILD_INPUTS:
+        path = PACKAGE_ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, copy / name, ignore=skip, symlinks=True)
+        else:
+            shutil.copy2(path, copy / name)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def wheel(source, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), "."],
+                           cwd=source, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (path,) = out.glob("emissions_service-*.whl")
+    return path

@@ -24,33 +24,8 @@ import requests
 from conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD_INPUTS = ("emissions", "scripts", "setup.cfg", "pyproject.toml", "README.md")
 NOT_LINKED = ("psycopg2", "emissions", "__editable__", "__pycache__")  # prefixes left out of the fresh venv
 CLOSED_POSTGRES = "postgresql://postgres@127.0.0.1:{port}/nothing?connect_timeout=2"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    """A copy of what a build reads, without build/, dist/, caches or databases."""
-    copy = tmp_path_factory.mktemp("source")
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.sqlite3*")
-    for name in BUILD_INPUTS:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, copy / name, ignore=skip, symlinks=True)
-        else:
-            shutil.copy2(path, copy / name)
-    return copy
-
-
-@pytest.fixture(scope="module")
-def wheel(source, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), "."],
-                           cwd=source, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    (path,) = out.glob("emissions_service-*.whl")
-    return path
 
 
 def clean_environment(**extra: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from emissions import testing
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.testing import Sandbox
-from test_packaging import clean_environment, site_packages, source, wheel  # noqa: F401 (fixtures)
+from test_packaging import clean_environment, site_packages
 from webhook_receiver import Receiver, documented_verify
 
 ROOT = Path(__file__).resolve().parent.parent

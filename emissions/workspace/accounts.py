@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import functools
 import hashlib
 import hmac
 import math
@@ -50,8 +51,11 @@ def check_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(candidate.hex().encode(), digest.encode())
 
 
-# A fixed hash to check against when the email is unknown, so both cases take the same time.
-_DUMMY_HASH = hash_password(secrets.token_hex(8))
+@functools.lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    """A fixed hash to check against when the email is unknown, so both cases take the same time; made
+    on the first sign-in, not at import (every CLI command imports this module)."""
+    return hash_password(secrets.token_hex(8))
 
 
 def password_problem(password: str) -> str | None:
@@ -179,7 +183,7 @@ def password_check(email: str, password: str) -> tuple[User | None, tuple[str, s
     checked against a dummy hash, so that it costs the same time as a wrong password."""
     user = find_user(email)
     if user is None or len(password) > MAX_PASSWORD:
-        return None, (password[:MAX_PASSWORD], _DUMMY_HASH)
+        return None, (password[:MAX_PASSWORD], _dummy_hash())
     return user, (password, user.password_hash)
 
 
