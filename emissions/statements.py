@@ -6,15 +6,16 @@ calculations, and the CSV lists those calculations one per row.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import html
 import io
+import itertools
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Iterator
 
 import peewee as pw
 
+from . import csvfile
 from . import customers
 from . import jsoncodec
 from . import periods
@@ -115,13 +116,25 @@ def calculation_rows(organization_id: int, environment: str, reference: str, sta
                calculation["factor"]["reference"], calculation["factor"]["version"], factor_name, factor_source]
 
 
-def as_csv(rows: Iterator[list]) -> str:
+NUMERIC_COLUMNS = tuple(CSV_COLUMNS.index(name) for name in (
+    "scope3_category", "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e", "emissions_ttw_kgco2e",
+    "emissions_wtt_kgco2e", "factor_version"))
+
+
+def csv_lines(rows: Iterator[list]) -> Iterator[str]:
+    """The header and the rows as CSV text, a line at a time, through the one CSV writer (csvfile)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in rows:
+    writer = csvfile.Writer(out, numeric_columns=NUMERIC_COLUMNS)
+    for row in itertools.chain([CSV_COLUMNS], rows):
         writer.writerow([format(value, "f") if isinstance(value, Decimal) else value for value in row])
-    return out.getvalue()
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
+
+
+def as_csv(rows: Iterator[list]) -> str:
+    """The statement's CSV: the period's calculations, one per row."""
+    return "".join(csv_lines(rows))
 
 
 def as_html(found: dict) -> str:

@@ -73,10 +73,12 @@ def site(request, tmp_path_factory):
     try:
         with LiveServer(app) as server:
             found = Site(server.url, key, receiver)
+            today = models.utcnow().date().isoformat()  # the overview and the customer page show this month
             for number in range(3):
-                found.calculate(f"road-{number}", customer_reference="northwind", external_reference=f"road-{number}")
+                found.calculate(f"road-{number}", customer_reference="northwind", external_reference=f"road-{number}",
+                                activity_date=today)
             found.calculate("sea-0", customer_reference="globex", mode="SEA", factor_reference="sea-default",
-                            external_reference="sea-0")
+                            external_reference="sea-0", activity_date=today)
             yield found
     finally:
         deliverer.stop()

@@ -27,6 +27,7 @@ from .. import customers
 from .. import jsoncodec
 from .. import keys
 from .. import outages
+from .. import statements
 from ..db import db
 from ..models import Customer, MODES, SCOPES, Shipment, WebhookEvent, WorkspaceFlash, utcnow
 from ..webhooks import endpoints as webhook_endpoints
@@ -70,11 +71,6 @@ def _number(value) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def _kg(value) -> str:
-    """A quantity for reading: thousands separated, two decimals (the exact value is in the API)."""
-    return f"{Decimal(str(value)):,.2f}"
-
-
 def _when(moment: dt.datetime | None) -> str:
     return "—" if moment is None else moment.strftime("%d %b %Y, %H:%M UTC")
 
@@ -92,7 +88,7 @@ def customer_path(reference: str) -> str:
     return "/workspace/customers/" + quote(reference, safe="")
 
 
-HELPERS = {"customer_path": customer_path, "number": _number, "kg": _kg, "when": _when, "day": _day,
+HELPERS = {"customer_path": customer_path, "number": _number, "kg": insights.number_text, "co2e": insights.co2e_text, "when": _when, "day": _day,
            "plain": lambda value: jsoncodec.decimal_text(Decimal(str(value))),
            "status_class": lambda status: STATUS_CLASSES.get(status, ""),
            "query_of": lambda filters: urlencode(filters.query_string())}
@@ -458,8 +454,9 @@ class Workspace:
     def overview(self, session: Session):
         org, environment = session.organization, session.environment
         now = utcnow()
-        month = insights.emissions_since(org.id, environment, insights.month_start(now))
-        days = insights.daily(org.id, environment, 30, now)
+        first, last = insights.period_dates("this-month", now.date())
+        month = insights.emissions_by_activity(org.id, environment, first, last)
+        days = insights.daily_by_activity(org.id, environment, 30, now)
         latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
         endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
@@ -475,15 +472,20 @@ class Workspace:
         if filters.mode and filters.mode not in MODES:
             problems.append("Mode must be ROAD, SEA or AIR.")
             filters.mode = ""
-        for name, attribute in (("from", "date_from"), ("to", "date_to")):
+        for name, attribute in (("from", "date_from"), ("to", "date_to"), ("activity_from", "activity_from"),
+                                ("activity_to", "activity_to")):
             text = _query(name)
             if text:
                 value = _date(text)
                 if value is None:
-                    problems.append(f"The “{name}” date must be written YYYY-MM-DD.")
+                    problems.append(f"The “{name.replace('_', ' ')}” date must be written YYYY-MM-DD.")
                 setattr(filters, attribute, value)
-        if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
-            problems.append("The “from” date is after the “to” date: no calculation can match.")
+        for start, end, name in ((filters.date_from, filters.date_to, "created"),
+                                 (filters.activity_from, filters.activity_to, "activity")):
+            if start and end and start > end:
+                problems.append(f"The {name} “from” date is after the “to” date: no calculation can match."
+                                if name == "activity" else
+                                "The “from” date is after the “to” date: no calculation can match.")
         return filters, problems
 
     @signed_in
@@ -586,19 +588,37 @@ class Workspace:
     @signed_in
     def customer_page(self, session: Session, reference: str, error: str = "", status: int = 200,
                       form: dict | None = None):
+        org, environment = session.organization, session.environment
+        period, problems = insights.period_of(_query("period"), _query("from"), _query("to"))
         found = None
         if customers.is_valid_reference(reference):
-            found = analytics.find_with_analytics(session.organization.id, session.environment, reference)
+            found = insights.customer_period(org.id, environment, reference, period)
         if found is None:
             return render("error", 404, title="No such customer",
                           message="No customer with this reference exists in this environment.",
                           request_id=_request_id(), **self.chrome(session, "customers"))
-        recent, _ = insights.page(session.organization.id, session.environment,
-                                  insights.Filters(customer=reference), size=10)
-        return render("customer", status, title=found["name"], customer=found, analytics=found["analytics"],
-                      api_json=pretty_json(jsoncodec.loads(analytics.analytics_json(
-                          session.organization.id, session.environment, reference))),
-                      recent=recent, error=error, form=form or {}, **self.chrome(session, "customers"))
+        view = _query("format")
+        if view == "csv" and not problems:
+            bottle.response.set_header("Content-Type", "text/csv; charset=utf-8")
+            bottle.response.set_header("Content-Disposition", 'attachment; filename="{}"'.format(
+                insights.statement_file_name(reference, environment, period)))
+            return (line.encode() for line in insights.statement_csv_lines(org.id, environment, reference, period))
+        if view == "statement" and not problems:
+            return render("statement", title=f"Emissions statement: {found['name']}", organization=org,
+                          statement=statements.statement(org.id, environment, reference, period.start, period.end),
+                          period=period, back=customer_path(reference) + "?" + urlencode(period.query()))
+        recent, _ = insights.page(org.id, environment, insights.Filters(customer=reference), size=10)
+        months = insights.months_by_mode(org.id, environment, reference, found, period)
+        base = customer_path(reference) + "?" + urlencode(period.query())
+        return render("customer", 400 if problems else status, title=found["name"], customer=found,
+                      analytics=found["analytics"], period=period, choices=insights.PERIOD_CHOICES,
+                      problems=problems, chart=chart.monthly_stacked(months, insights.co2e_text),
+                      csv_url=base + "&format=csv", statement_url=base + "&format=statement",
+                      api_path=f"/v1/customers/{quote(reference, safe='')}/emissions"
+                               + ("?" + urlencode({k: v for k, v in found["analytics"]["period"].items() if v})
+                                  if period.start or period.end else ""),
+                      api_json=pretty_json(found), recent=recent, error=error, form=form or {},
+                      **self.chrome(session, "customers"))
 
     @form_post
     def change_customer(self, session: Session, form: dict, reference: str):
