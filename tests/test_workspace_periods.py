@@ -58,6 +58,9 @@ def test_a_custom_period_takes_from_and_to_and_a_bad_one_is_refused(client, sign
     page = client.get("/workspace/customers/cust-1", {"period": "custom", "from": "2026-09-15", "to": "2026-10-20"})
     assert shown_period(page) == ("2026-09-15", "2026-10-20")
     assert shown_period(client.get("/workspace/customers/cust-1", {"from": "2026-09-15"})) == ("2026-09-15", "")
+    # The form sends the custom dates it shows with any choice: a named period does not use them.
+    assert shown_period(client.get("/workspace/customers/cust-1", {"period": "last-year", "from": "2026-09-15",
+                                                                   "to": "2026-10-20"})) == ("2025-01-01", "2025-12-31")
     for query, message in (({"from": "15/09/2026"}, "The “from” date must be written YYYY-MM-DD."),
                            ({"from": "2026-10-02", "to": "2026-10-01"}, "The “from” date is after the “to” date."),
                            ({"period": "fortnight"}, "Unknown period")):
@@ -175,3 +178,14 @@ def test_the_calculation_list_filters_by_activity_date(client, signed_in, shippe
                          status=400)
     assert "The activity “from” date is after the “to” date" in refused.text
     assert "must be written YYYY-MM-DD" in client.get("/workspace/calculations", {"activity_to": "x"}, status=400).text
+
+
+def test_a_failing_csv_query_is_the_error_page_not_a_cut_download(client, signed_in, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the database went away")
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(statements, "calculation_rows", broken)
+    failed = client.get("/workspace/customers/cust-1", {"period": "all", "format": "csv"}, status=500)
+    assert failed.headers["Content-Type"].startswith("text/html") and "Content-Disposition" not in failed.headers
+    assert "Something went wrong" in failed.text

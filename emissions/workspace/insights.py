@@ -409,8 +409,10 @@ def period_dates(choice: str, today: dt.date) -> tuple[dt.date | None, dt.date |
 def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None = None) -> tuple[Period, list[str]]:
     """The period the page's query asks for (this month by default) and what is wrong with it."""
     today = today or clock().date()
-    if from_text or to_text:
+    if (from_text or to_text) and choice in ("", "custom"):
         choice = "custom"
+    elif choice != "custom":  # a named period leaves the custom dates of the form unused
+        from_text = to_text = ""
     if choice not in dict(PERIOD_CHOICES):
         return Period("this-month", *period_dates("this-month", today)), (
             [f"Unknown period “{choice[:40]}”: choose one of the list."] if choice else [])

@@ -602,7 +602,10 @@ class Workspace:
             bottle.response.set_header("Content-Type", "text/csv; charset=utf-8")
             bottle.response.set_header("Content-Disposition", 'attachment; filename="{}"'.format(
                 insights.statement_file_name(reference, environment, period)))
-            return (line.encode() for line in insights.statement_csv_lines(org.id, environment, reference, period))
+            lines = insights.statement_csv_lines(org.id, environment, reference, period)
+            # The header and the first row are read here, so that a failing query is still an error page.
+            first = list(itertools.islice(lines, 2))
+            return (line.encode() for line in itertools.chain(first, lines))
         if view == "statement" and not problems:
             return render("statement", title=f"Emissions statement: {found['name']}", organization=org,
                           statement=statements.statement(org.id, environment, reference, period.start, period.end),
