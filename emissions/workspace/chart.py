@@ -79,7 +79,8 @@ def monthly_stacked(months, co2e_text) -> str:
             height = HEIGHT * float(kg) / top
             floor -= height
             label = f"{month.month} · {MODE_NAMES[mode]}: {co2e_text(kg)}"
-            parts.append(f'<rect class="part mode-{mode.lower()}" data-mode="{mode}" x="{round(index * slot + (slot - bar) / 2, 2)}" '
+            left = round(index * slot + (slot - bar) / 2, 2)
+            parts.append(f'<rect class="part mode-{mode.lower()}" data-mode="{mode}" x="{left}" '
                          f'y="{round(floor, 2)}" width="{round(bar, 2)}" height="{round(height, 2)}">'
                          f'<title>{html.escape(label)}</title></rect>')
         parts.append("</g>")

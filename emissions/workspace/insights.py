@@ -372,7 +372,8 @@ class Period:
     def label(self) -> str:
         if self.start is None and self.end is None:
             return "all activity dates"
-        return f"{self.start.isoformat() if self.start else 'the start'} to {self.end.isoformat() if self.end else 'today'}"
+        start = self.start.isoformat() if self.start else "the start"
+        return f"{start} to {self.end.isoformat() if self.end else 'today'}"
 
     def query(self) -> dict:
         """The page's query parameters for this period."""
@@ -454,7 +455,8 @@ def months_by_mode(organization_id: int, environment: str, reference: str, found
         last = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
         start = max(first, period.start) if period.start else first
         end = min(last, period.end) if period.end else last
-        month = jsoncodec.loads(periods.analytics_json(organization_id, environment, reference, start, end))["analytics"]
+        text = periods.analytics_json(organization_id, environment, reference, start, end)
+        month = jsoncodec.loads(text)["analytics"]
         parts = {mode: totals["emissions"]["value"] for mode, totals in month["by_mode"].items()}
         if "hubs" in month:
             parts["HUB"] = month["hubs"]["emissions"]["value"]
@@ -471,5 +473,6 @@ def statement_csv_lines(organization_id: int, environment: str, reference: str, 
 def statement_file_name(reference: str, environment: str, period: Period) -> str:
     """The download's file name: the customer (letters, digits, - and _ only) and the period."""
     safe = re.sub(r"[^A-Za-z0-9_-]+", "_", reference)[:60] or "customer"
-    span = f"{period.start.isoformat() if period.start else 'start'}-to-{period.end.isoformat() if period.end else 'today'}"
+    start = period.start.isoformat() if period.start else "start"
+    span = f"{start}-to-{period.end.isoformat() if period.end else 'today'}"
     return f"statement-{safe}-{environment}-{span}.csv"

@@ -88,7 +88,9 @@ def customer_path(reference: str) -> str:
     return "/workspace/customers/" + quote(reference, safe="")
 
 
-HELPERS = {"customer_path": customer_path, "number": _number, "kg": insights.number_text, "co2e": insights.co2e_text, "when": _when, "day": _day,
+# kg: a quantity with thousands separators; co2e: emissions with their unit (t CO2e from 1,000 kg).
+HELPERS = {"customer_path": customer_path, "number": _number, "kg": insights.number_text, "co2e": insights.co2e_text,
+           "when": _when, "day": _day,
            "plain": lambda value: jsoncodec.decimal_text(Decimal(str(value))),
            "status_class": lambda status: STATUS_CLASSES.get(status, ""),
            "query_of": lambda filters: urlencode(filters.query_string())}
