@@ -229,6 +229,10 @@ def test_at_390_px_the_calculations_table_shows_its_kgco2e_column_and_audit_acti
         cell_box = cell.bounding_box()
         assert cell_box["x"] + cell_box["width"] <= 390 and cell.is_visible()
         assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        phone.goto("/workspace/customers/northwind")
+        for table in ("#by-mode", "#by-context"):
+            emissions = phone.locator(f"{table} tbody td.num").last.bounding_box()
+            assert emissions["x"] + emissions["width"] <= 390, table
         phone.goto("/workspace/audit")
         action = phone.locator("#audit tbody code", has_text="customer.created").first
         line_height = phone.evaluate("(el) => parseFloat(getComputedStyle(el).lineHeight) || 20",

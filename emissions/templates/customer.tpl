@@ -27,7 +27,7 @@
   <div class="card"><h2 class="label">Emissions</h2><p class="figure" data-field="emissions" data-value="{{plain(analytics['emissions']['value'])}}">{{co2e(analytics['emissions']['value'])}}</p>
 % breakdown = analytics['emissions'].get('breakdown') or {}
 % if breakdown:
-    <p class="muted small">TTW {{co2e(breakdown['ttw'])}} · WTT {{co2e(breakdown['wtt'])}}</p>
+    <p class="muted small">TTW {{co2e(breakdown['ttw'])}} · WTT {{co2e(breakdown['wtt'])}}{{' · not split ' + co2e(breakdown['unattributed']) if breakdown.get('unattributed') else ''}}</p>
 % end
   </div>
   <div class="card"><h2 class="label">Activity</h2><p class="figure"><span data-field="activity" data-value="{{plain(analytics['activity']['value'])}}">{{kg(analytics['activity']['value'])}}</span> <span class="unit">tkm</span></p></div>
@@ -42,22 +42,22 @@
   <div class="panelhead"><h2 id="split-title">By mode</h2></div>
 % if analytics['by_mode'] or analytics.get('hubs'):
   <div class="tablewrap"><table id="by-mode">
-    <thead><tr><th scope="col">Mode</th><th scope="col" class="num">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
+    <thead><tr><th scope="col">Mode</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
     <tbody>
 %   for name, numbers in analytics['by_mode'].items():
-      <tr data-mode="{{name}}"><td><span class="mode mode-{{name.lower()}}">{{name.title()}}</span></td><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
+      <tr data-mode="{{name}}"><td><span class="mode mode-{{name.lower()}}">{{name.title()}}</span></td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
 %   end
 %   hubs = analytics.get('hubs')
 %   if hubs:
-      <tr data-mode="HUB"><td>Hubs (shipments)</td><td class="num">{{number(hubs['count'])}}</td><td class="num">{{kg(hubs['activity']['value'])}} t handled</td><td class="num" data-value="{{plain(hubs['emissions']['value'])}}">{{co2e(hubs['emissions']['value'])}}</td></tr>
+      <tr data-mode="HUB"><td>Hubs (shipments)</td><td class="num wide">{{number(hubs['count'])}}</td><td class="num">{{kg(hubs['activity']['value'])}} t handled</td><td class="num" data-value="{{plain(hubs['emissions']['value'])}}">{{co2e(hubs['emissions']['value'])}}</td></tr>
 %   end
     </tbody></table></div>
   <h2 class="subhead" id="context-title">By business context</h2>
   <div class="tablewrap"><table id="by-context" aria-labelledby="context-title">
-    <thead><tr><th scope="col">Context</th><th scope="col" class="num">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
+    <thead><tr><th scope="col">Context</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
     <tbody>
 %   for name, numbers in analytics['by_business_context'].items():
-      <tr data-context="{{name}}"><td>{{name.title()}}</td><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
+      <tr data-context="{{name}}"><td>{{name.title()}}</td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
 %   end
     </tbody></table></div>
 % else:
@@ -91,7 +91,7 @@
 % if recent:
   <div class="tablewrap"><table><tbody>
 %   for row in recent:
-    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{co2e(row.emissions_kg)}}</td><td class="nowrap">{{when(row.created_at)}}</td></tr>
+    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{co2e(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
 %   end
   </tbody></table></div>
 % else:

@@ -8,7 +8,7 @@
 </head>
 <body class="statement">
 % customer, totals = statement['customer'], statement['totals']
-% columns = ('Calculations', 'Activity (tkm)', 'Emissions', 'TTW', 'WTT')
+% columns = ('Calculations', 'Activity (tkm)', 'Emissions', 'TTW', 'WTT', 'Not split')
 <p class="noprint"><a href="{{back}}">← Back to the customer</a> · use your browser's Print to save it as PDF (A4).</p>
 <header class="statementhead">
   <p class="org">{{organization.name}}</p>
@@ -31,7 +31,7 @@
   </tr></thead><tbody>
 %   for label, numbers in rows:
 %     breakdown = numbers['emissions'].get('breakdown') or {}
-  <tr><th scope="row">{{label}}</th><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}}</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td><td class="num">{{co2e(breakdown['ttw']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['wtt']) if breakdown else '—'}}</td></tr>
+  <tr><th scope="row">{{label}}</th><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}}</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td><td class="num">{{co2e(breakdown['ttw']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['wtt']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['unattributed']) if breakdown else '—'}}</td></tr>
 %   end
   </tbody></table>
 %   if key == 'totals':
@@ -54,7 +54,7 @@
 % for publication in method['publications']:
   <p>Source: {{publication.get('title', '')}}, {{publication.get('publisher', '')}} {{publication.get('year', '')}}.</p>
 % end
-  <p class="small">Emissions at or above 1,000 kg are shown in tonnes (t CO2e); the exact values, to 6 decimal places, are in the CSV and the API.</p>
+  <p class="small">TTW (tank-to-wheel) and WTT (well-to-tank) are the parts of the calculations whose factor gives them; "not split" is the emissions of calculations whose factor gives only the well-to-wheel total. Emissions at or above 1,000 kg are shown in tonnes (t CO2e); the exact values, to 6 decimal places, are in the CSV and the API.</p>
 </section>
 </body>
 </html>
