@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import io
+import itertools
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Iterator
 
@@ -115,18 +116,25 @@ def calculation_rows(organization_id: int, environment: str, reference: str, sta
                calculation["factor"]["reference"], calculation["factor"]["version"], factor_name, factor_source]
 
 
-NUMERIC_COLUMNS = ("scope3_category", "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e",
-                   "emissions_ttw_kgco2e", "emissions_wtt_kgco2e", "factor_version")
+NUMERIC_COLUMNS = tuple(CSV_COLUMNS.index(name) for name in (
+    "scope3_category", "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e", "emissions_ttw_kgco2e",
+    "emissions_wtt_kgco2e", "factor_version"))
+
+
+def csv_lines(rows: Iterator[list]) -> Iterator[str]:
+    """The header and the rows as CSV text, a line at a time, through the one CSV writer (csvfile)."""
+    out = io.StringIO()
+    writer = csvfile.Writer(out, numeric_columns=NUMERIC_COLUMNS)
+    for row in itertools.chain([CSV_COLUMNS], rows):
+        writer.writerow([format(value, "f") if isinstance(value, Decimal) else value for value in row])
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
 
 
 def as_csv(rows: Iterator[list]) -> str:
-    """The statement's calculations as CSV, through the one writer that keeps a cell from running."""
-    out = io.StringIO()
-    writer = csvfile.Writer(out, numeric_columns=[CSV_COLUMNS.index(name) for name in NUMERIC_COLUMNS])
-    writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        writer.writerow([format(value, "f") if isinstance(value, Decimal) else value for value in row])
-    return out.getvalue()
+    """The statement's CSV: the period's calculations, one per row."""
+    return "".join(csv_lines(rows))
 
 
 def as_html(found: dict) -> str:

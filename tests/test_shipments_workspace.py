@@ -44,7 +44,7 @@ def test_a_shipment_is_drawn_as_nodes_and_legs_with_a_bar_per_element(client, dr
     assert "Sea · 22,399 km · 8,856.45 kgCO2e" in svg
     assert re.findall(r'<li data-index="(\d)"', page.text) == ["0", "1", "2", "3"]
     assert 'style="width: 100.00%"' in page.text  # the sea leg, the largest element
-    assert "9,936.55" in page.text
+    assert "9.94 t CO2e" in page.text  # the total, 9,936.55 kgCO2e, in tonnes from 1,000 kg
 
 
 def test_another_organizations_shipment_is_a_404(client, drawn):

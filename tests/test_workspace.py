@@ -670,9 +670,9 @@ def test_a_customer_page_shows_the_apis_analytics_and_can_be_edited_and_suspende
                          headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"k-{number}"})
     api = client.get("/v1/customers/cust-1/emissions", headers={"Authorization": f"Bearer {key}"}).json
     sign_in(client)
-    page = client.get("/workspace/customers/cust-1")
-    assert f'data-field="calculation_count">{api["analytics"]["calculation_count"]}<' in page.text
-    assert f'data-field="emissions">{api["analytics"]["emissions"]["value"]}<' in page.text
+    page = client.get("/workspace/customers/cust-1", {"period": "all"})  # the default is this month's activity
+    assert f'data-field="calculation_count" data-value="{api["analytics"]["calculation_count"]}"' in page.text
+    assert f'data-field="emissions" data-value="{api["analytics"]["emissions"]["value"]}"' in page.text
     client.post("/workspace/customers/cust-1/change", {"csrf": csrf_token(page), "action": "edit",
                                                        "name": "Renamed Ltd", "country": "fr"}, status=303)
     client.post("/workspace/customers/cust-1/change", {"csrf": csrf_token(page), "action": "suspend"},
@@ -812,11 +812,12 @@ def test_a_calculation_page_shows_the_stored_body_the_lineage_and_its_event(clie
 
 def test_the_overview_counts_this_months_calculations_and_draws_them_today(client, acme_user, secret):
     key = make_key(acme_user, secret)
-    post_calculations(client, key, 3)
+    post_calculations(client, key, 3, activity_date=utcnow().date().isoformat())
+    post_calculations(client, key, 1, activity_date="2025-06-01")  # billable this month, emitted long ago
     sign_in(client)
     page = client.get("/workspace")
-    assert 'data-usage="test">3<' in page.text
-    assert "1,502.64" in page.text  # 3 x 500.88 kgCO2e
+    assert 'data-usage="test">4<' in page.text
+    assert 'data-month-kg="1502.64">1.50 t CO2e<' in page.text  # 3 x 500.88 kgCO2e, by activity date
     assert f'data-date="{utcnow().date().isoformat()}" data-count="3"' in page.text
     assert page.text.count('class="bar"') == 1
 

@@ -3,6 +3,7 @@ server, a real webhook delivery worker and a real local receiver. Skipped where 
 (`.ci/run` installs it); Playwright never downloads a browser of its own here."""
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 
@@ -10,12 +11,14 @@ import pytest
 import requests
 
 from emissions import auth
+from emissions import customers
 from emissions import models
 from emissions.webhooks import delivery as webhook_delivery
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import ApiKey, Organization, User
+from emissions.workspace import insights
 from conftest import POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url
 from webhook_receiver import Receiver
 
@@ -73,10 +76,12 @@ def site(request, tmp_path_factory):
     try:
         with LiveServer(app) as server:
             found = Site(server.url, key, receiver)
+            today = models.utcnow().date().isoformat()  # the overview and the customer page show this month
             for number in range(3):
-                found.calculate(f"road-{number}", customer_reference="northwind", external_reference=f"road-{number}")
+                found.calculate(f"road-{number}", customer_reference="northwind", external_reference=f"road-{number}",
+                                activity_date=today)
             found.calculate("sea-0", customer_reference="globex", mode="SEA", factor_reference="sea-default",
-                            external_reference="sea-0")
+                            external_reference="sea-0", activity_date=today)
             yield found
     finally:
         deliverer.stop()
@@ -176,9 +181,65 @@ def test_a_customers_page_shows_the_numbers_the_api_answers(page, site):
     sign_in(page)
     page.goto("/workspace/customers")
     page.click("text=Northwind Ltd")
+    # This month's activity dates by default: the fixture's calculations are dated today.
     assert page.inner_text('[data-field="calculation_count"]') == str(analytics["calculation_count"])
-    assert page.inner_text('[data-field="emissions"]') == str(analytics["emissions"]["value"])
-    assert page.inner_text('[data-field="activity"]') == str(analytics["activity"]["value"])
+    assert page.get_attribute('[data-field="emissions"]', "data-value") == str(analytics["emissions"]["value"])
+    assert page.inner_text('[data-field="emissions"]') == insights.co2e_text(analytics["emissions"]["value"])
+    assert page.get_attribute('[data-field="activity"]', "data-value") == str(analytics["activity"]["value"])
+    assert page.inner_text('[data-field="activity"]') == insights.number_text(analytics["activity"]["value"])
+
+
+def test_the_printable_statement_prints_to_an_a4_pdf_with_the_period_and_its_numbers(page, site):
+    """Chromium prints the statement; its text is read with print media emulated (what the PDF holds: no
+    PDF text extractor is a dependency) and the PDF itself is checked to be A4."""
+    today = models.utcnow().date()
+    statement = site.api(f"/v1/customers/northwind/statement?from={today.replace(day=1)}&to={today}")
+    sign_in(page)
+    page.goto("/workspace/customers/northwind?period=custom&from=" + today.replace(day=1).isoformat()
+              + "&to=" + today.isoformat())
+    page.click("text=Printable statement")
+    page.wait_for_url("**format=statement**")
+    page.emulate_media(media="print")
+    text = page.inner_text("body")
+    assert "Back to the customer" not in text  # the screen-only line is not printed
+    for expected in ("Acme Logistics", "Emissions statement", "Northwind Ltd (northwind)",
+                     f"Activity dates {today.replace(day=1).isoformat()} to {today.isoformat()}",
+                     "Totals", "By mode", "By month", today.strftime("%Y-%m"), "Road",
+                     insights.co2e_text(statement["totals"]["emissions"]["value"]),
+                     "ISO 14083:2023", "road-default", "Method and sources"):
+        assert expected in text, expected
+    pdf = page.pdf(format="A4", print_background=False, prefer_css_page_size=True)
+    assert pdf.startswith(b"%PDF-") and len(pdf) > 1000
+    sizes = re.findall(rb"/MediaBox\s*\[\s*0 0 ([0-9.]+) ([0-9.]+)\s*\]", pdf)
+    assert sizes and all(abs(float(w) - 595.28) < 1 and abs(float(h) - 841.89) < 1.5 for w, h in sizes), sizes
+
+
+def test_at_390_px_the_calculations_table_shows_its_kgco2e_column_and_audit_actions_stay_whole(browser, site):
+    customers.create(Organization.get(Organization.slug == "acme"), "test", "audited", "Audited Ltd", None,
+                     actor="cli")  # a customer.created entry in the audit log
+    context = browser.new_context(base_url=site.url, viewport={"width": 390, "height": 844})
+    try:
+        phone = context.new_page()
+        sign_in(phone)
+        phone.goto("/workspace/calculations")
+        header = phone.locator("#calculations thead th", has_text="kgCO2e")
+        box = header.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+        cell = phone.locator("#calculations tbody tr").first.locator("td.num").last
+        cell_box = cell.bounding_box()
+        assert cell_box["x"] + cell_box["width"] <= 390 and cell.is_visible()
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        phone.goto("/workspace/customers/northwind")
+        for table in ("#by-mode", "#by-context"):
+            emissions = phone.locator(f"{table} tbody td.num").last.bounding_box()
+            assert emissions["x"] + emissions["width"] <= 390, table
+        phone.goto("/workspace/audit")
+        action = phone.locator("#audit tbody code", has_text="customer.created").first
+        line_height = phone.evaluate("(el) => parseFloat(getComputedStyle(el).lineHeight) || 20",
+                                     action.element_handle())
+        assert action.bounding_box()["height"] < 1.5 * line_height  # one line: not broken mid-word
+    finally:
+        context.close()
 
 
 def test_the_delivery_log_shows_a_real_delivery_and_redelivers_it(page, site):

@@ -5,7 +5,7 @@
   <p class="muted">{{calculation['customer']['reference']}} · <span class="mode mode-{{calculation['mode'].lower()}}">{{calculation['mode'].title()}}</span> · created {{calculation['created_at']}}</p>
 </div>
 <section class="cards">
-  <div class="card"><h2 class="label">Emissions</h2><p class="figure">{{kg(calculation['emissions']['value'])}} <span class="unit">kgCO2e</span></p></div>
+  <div class="card"><h2 class="label">Emissions</h2><p class="figure" data-value="{{plain(calculation['emissions']['value'])}}">{{co2e(calculation['emissions']['value'])}}</p></div>
   <div class="card"><h2 class="label">Activity</h2><p class="figure">{{kg(calculation['activity']['value'])}} <span class="unit">tkm</span></p>
     <p class="muted small">{{calculation['cargo']['value']}} t × {{calculation['distance']['value']}} km</p></div>
   <div class="card"><h2 class="label">Methodology</h2><p>{{calculation['methodology']['standard']}} · {{calculation['methodology']['boundary']}}</p>

@@ -7,29 +7,63 @@
 % if error:
 <p class="alert error" role="alert">{{error}}</p>
 % end
+<form class="filters period" method="get" action="{{customer_path(customer['reference'])}}" aria-label="Period">
+  <div class="field"><label for="p-period">Period (by activity date)</label><select id="p-period" name="period">
+% for value, name in choices:
+    <option value="{{value}}"{{!' selected' if period.choice == value else ''}}>{{name}}</option>
+% end
+  </select></div>
+  <div class="field"><label for="p-from">From</label><input id="p-from" name="from" type="date" value="{{period.start.isoformat() if period.choice == 'custom' and period.start else ''}}" aria-describedby="p-dates-help"></div>
+  <div class="field"><label for="p-to">To</label><input id="p-to" name="to" type="date" value="{{period.end.isoformat() if period.choice == 'custom' and period.end else ''}}" aria-describedby="p-dates-help"></div>
+  <div class="actions"><button type="submit" class="primary">Show</button> <a href="{{csv_url}}" class="button" download>Download CSV</a> <a href="{{statement_url}}" class="button">Printable statement</a></div>
+  <p class="help" id="p-dates-help">A from or to date makes the period custom; both are included.</p>
+</form>
+% for problem in problems:
+<p class="alert error" role="alert">{{problem}}</p>
+% end
+<p class="muted" id="period" data-from="{{analytics['period']['from'] or ''}}" data-to="{{analytics['period']['to'] or ''}}">Activity dates {{period.label}}</p>
 <section class="cards" aria-label="Analytics" id="analytics">
-  <div class="card"><h2 class="label">Calculations</h2><p class="figure" data-field="calculation_count">{{number(analytics['calculation_count'])}}</p></div>
-  <div class="card"><h2 class="label">Emissions</h2><p class="figure"><span data-field="emissions">{{plain(analytics['emissions']['value'])}}</span> <span class="unit">kgCO2e</span></p></div>
-  <div class="card"><h2 class="label">Activity</h2><p class="figure"><span data-field="activity">{{plain(analytics['activity']['value'])}}</span> <span class="unit">tkm</span></p></div>
+  <div class="card"><h2 class="label">Calculations</h2><p class="figure" data-field="calculation_count" data-value="{{analytics['calculation_count']}}">{{number(analytics['calculation_count'])}}</p></div>
+  <div class="card"><h2 class="label">Emissions</h2><p class="figure" data-field="emissions" data-value="{{plain(analytics['emissions']['value'])}}">{{co2e(analytics['emissions']['value'])}}</p>
+% breakdown = analytics['emissions'].get('breakdown') or {}
+% if breakdown:
+    <p class="muted small">TTW {{co2e(breakdown['ttw'])}} · WTT {{co2e(breakdown['wtt'])}}{{' · not split ' + co2e(breakdown['unattributed']) if breakdown.get('unattributed') else ''}}</p>
+% end
+  </div>
+  <div class="card"><h2 class="label">Activity</h2><p class="figure"><span data-field="activity" data-value="{{plain(analytics['activity']['value'])}}">{{kg(analytics['activity']['value'])}}</span> <span class="unit">tkm</span></p></div>
   <div class="card"><h2 class="label">Activity dates</h2><p>{{analytics['first_activity_date'] or '—'}} → {{analytics['last_activity_date'] or '—'}}</p></div>
+</section>
+<section class="panel" aria-labelledby="months-title">
+  <div class="panelhead"><h2 id="months-title">Emissions per month</h2><p class="muted small">By activity month, stacked by mode · hover a part for its amount</p></div>
+  <div class="chartbox">{{!chart}}</div>
 </section>
 <div class="columns">
 <section class="panel grow" aria-labelledby="split-title">
-  <div class="panelhead"><h2 id="split-title">By mode and business context</h2></div>
-% if analytics['by_mode']:
-  <div class="tablewrap"><table>
-    <thead><tr><th scope="col">Split</th><th scope="col" class="num">Calculations</th><th scope="col" class="num">tkm</th><th scope="col" class="num">kgCO2e</th></tr></thead>
+  <div class="panelhead"><h2 id="split-title">By mode</h2></div>
+% if analytics['by_mode'] or analytics.get('hubs'):
+  <div class="tablewrap"><table id="by-mode">
+    <thead><tr><th scope="col">Mode</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
     <tbody>
-%   for group in ('by_mode', 'by_business_context'):
-%     for name, numbers in analytics[group].items():
-      <tr><td>{{name}}</td><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{plain(numbers['activity']['value'])}}</td><td class="num">{{plain(numbers['emissions']['value'])}}</td></tr>
-%     end
+%   for name, numbers in analytics['by_mode'].items():
+      <tr data-mode="{{name}}"><td><span class="mode mode-{{name.lower()}}">{{name.title()}}</span></td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
+%   end
+%   hubs = analytics.get('hubs')
+%   if hubs:
+      <tr data-mode="HUB"><td>Hubs (shipments)</td><td class="num wide">{{number(hubs['count'])}}</td><td class="num">{{kg(hubs['activity']['value'])}} t handled</td><td class="num" data-value="{{plain(hubs['emissions']['value'])}}">{{co2e(hubs['emissions']['value'])}}</td></tr>
+%   end
+    </tbody></table></div>
+  <h2 class="subhead" id="context-title">By business context</h2>
+  <div class="tablewrap"><table id="by-context" aria-labelledby="context-title">
+    <thead><tr><th scope="col">Context</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
+    <tbody>
+%   for name, numbers in analytics['by_business_context'].items():
+      <tr data-context="{{name}}"><td>{{name.title()}}</td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
 %   end
     </tbody></table></div>
 % else:
-  <p class="muted">No calculations yet.</p>
+  <p class="muted">No calculations in this period.</p>
 % end
-  <details><summary>The API's answer</summary><p class="muted small"><code>GET /v1/customers/{{customer['reference']}}/emissions</code></p><pre class="code" tabindex="0">{{api_json}}</pre></details>
+  <details><summary>The API's answer</summary><p class="muted small"><code>GET {{api_path}}</code></p><pre class="code" tabindex="0">{{api_json}}</pre></details>
 </section>
 <section class="panel side" aria-labelledby="edit-title">
   <div class="panelhead"><h2 id="edit-title">Details</h2></div>
@@ -57,7 +91,7 @@
 % if recent:
   <div class="tablewrap"><table><tbody>
 %   for row in recent:
-    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{kg(row.emissions_kg)}} kgCO2e</td><td class="nowrap">{{when(row.created_at)}}</td></tr>
+    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{co2e(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
 %   end
   </tbody></table></div>
 % else:

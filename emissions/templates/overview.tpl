@@ -8,18 +8,18 @@
   <div class="card{{' current' if item.environment == environment else ''}}">
     <h2 class="label">Billable calculations · {{item.environment}}</h2>
     <p class="figure" data-usage="{{item.environment}}">{{number(item.billable)}}</p>
-    <p class="muted small">{{'of ' + number(item.capacity) + ' this month' if item.capacity is not None else 'no monthly cap'}}</p>
+    <p class="muted small">Created in {{month_name}} (billing counts by creation month) · {{'of ' + number(item.capacity) if item.capacity is not None else 'no monthly cap'}}</p>
     <svg class="meter" viewBox="0 0 100 4" preserveAspectRatio="none" role="img" aria-label="{{item.percent}} percent of capacity used"><rect class="track" width="100" height="4" rx="2"/><rect class="fill{{' full' if item.percent >= 90 else ''}}" width="{{item.percent}}" height="4" rx="2"/></svg>
   </div>
 % end
   <div class="card">
-    <h2 class="label">Emissions this month · {{environment}}</h2>
-    <p class="figure" data-month-kg>{{kg(month['kg'])}} <span class="unit">kgCO2e</span></p>
-    <p class="muted small">{{number(month['count'])}} calculation{{'' if month['count'] == 1 else 's'}}</p>
+    <h2 class="label">Emissions by activity date · {{month_name}} · {{environment}}</h2>
+    <p class="figure" data-month-kg="{{plain(month['kg'])}}">{{co2e(month['kg'])}}</p>
+    <p class="muted small">{{number(month['count'])}} calculation{{'' if month['count'] == 1 else 's'}} with an activity date this month</p>
 % if month['by_mode']:
     <ul class="modes">
 %   for mode, numbers in month['by_mode'].items():
-      <li><span class="mode mode-{{mode.lower()}}">{{mode.title()}}</span><span>{{kg(numbers['kg'])}} kgCO2e</span></li>
+      <li><span class="mode mode-{{mode.lower()}}">{{'Hubs' if mode == 'HUB' else mode.title()}}</span><span>{{co2e(numbers['kg'])}}</span></li>
 %   end
     </ul>
 % end
@@ -28,8 +28,8 @@
 
 <section class="panel" aria-labelledby="chart-title">
   <div class="panelhead">
-    <h2 id="chart-title">Calculations per day</h2>
-    <p class="muted small">Last 30 days, UTC · {{number(sum(day.count for day in days))}} in total · hover a day for its kgCO2e</p>
+    <h2 id="chart-title">Calculations per activity day</h2>
+    <p class="muted small">By activity date, the last 30 days · {{number(sum(day.count for day in days))}} in total · hover a day for its kgCO2e</p>
   </div>
   <div class="chartbox">{{!chart}}</div>
 </section>

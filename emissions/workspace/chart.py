@@ -27,7 +27,7 @@ def daily_bars(days) -> str:
     bar = slot * 0.7
     parts = [f'<div class="chartframe"><span class="charttop">{top}</span>'
              f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" role="img" '
-             f'aria-label="Calculations per day, last {len(days)} days">',
+             f'aria-label="Calculations per activity day, last {len(days)} days">',
              f'<line class="grid" x1="0" x2="{WIDTH}" y1="0.5" y2="0.5" vector-effect="non-scaling-stroke"/>',
              f'<line class="grid" x1="0" x2="{WIDTH}" y1="{HEIGHT / 2}" y2="{HEIGHT / 2}" '
              f'vector-effect="non-scaling-stroke"/>']
@@ -49,5 +49,47 @@ def daily_bars(days) -> str:
         parts.append('<div class="chartaxis" aria-hidden="true">'
                      + "".join(f"<span>{day.date.strftime('%d %b')}</span>" for day in (days[0], middle, days[-1]))
                      + "</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+MODE_NAMES = {"ROAD": "Road", "SEA": "Sea", "AIR": "Air", "RAIL": "Rail", "HUB": "Hubs"}
+
+
+def monthly_stacked(months, co2e_text) -> str:
+    """One bar per activity month, stacked by mode (hubs a part of their own), each part with a title;
+    months and the legend as HTML below. `co2e_text` writes the amounts."""
+    if not months:
+        return '<p class="muted">No emissions in this period.</p>'
+    largest = max(max(month.kg for month in months), 0)
+    top = nice_ceiling(int(-(-largest // 1))) if largest else 1
+    slot = WIDTH / len(months)
+    bar = slot * (0.6 if len(months) > 1 else 0.3)
+    parts = [f'<div class="chartframe"><span class="charttop">{html.escape(co2e_text(top))}</span>'
+             f'<svg class="chart monthly" viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" role="img" '
+             f'aria-label="Emissions per activity month, stacked by mode">',
+             f'<line class="grid" x1="0" x2="{WIDTH}" y1="0.5" y2="0.5" vector-effect="non-scaling-stroke"/>']
+    for index, month in enumerate(months):
+        floor = float(HEIGHT)
+        parts.append(f'<g class="month" data-month="{month.month}" data-kg="{month.kg}">')
+        for mode in MODE_NAMES:
+            kg = month.by_mode.get(mode)
+            if not kg:
+                continue
+            height = HEIGHT * float(kg) / top
+            floor -= height
+            label = f"{month.month} · {MODE_NAMES[mode]}: {co2e_text(kg)}"
+            left = round(index * slot + (slot - bar) / 2, 2)
+            parts.append(f'<rect class="part mode-{mode.lower()}" data-mode="{mode}" x="{left}" '
+                         f'y="{round(floor, 2)}" width="{round(bar, 2)}" height="{round(height, 2)}">'
+                         f'<title>{html.escape(label)}</title></rect>')
+        parts.append("</g>")
+    parts.append(f'<line class="axis" x1="0" x2="{WIDTH}" y1="{HEIGHT - 0.5}" y2="{HEIGHT - 0.5}" '
+                 'vector-effect="non-scaling-stroke"/></svg>')
+    parts.append('<div class="chartmonths" aria-hidden="true">'
+                 + "".join(f"<span>{month.month}</span>" for month in months) + "</div>")
+    used = [mode for mode in MODE_NAMES if any(month.by_mode.get(mode) for month in months)]
+    parts.append('<ul class="legend">' + "".join(
+        f'<li><span class="swatch mode-{mode.lower()}"></span>{MODE_NAMES[mode]}</li>' for mode in used) + "</ul>")
     parts.append("</div>")
     return "".join(parts)

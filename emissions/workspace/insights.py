@@ -18,10 +18,12 @@ import peewee as pw
 from .. import csvfile
 from .. import jsoncodec
 from .. import limits
+from .. import periods
+from .. import statements
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, is_postgres
-from ..models import (Calculation, Customer, CustomerRollup, Factor, Organization, Shipment, WebhookAttempt,
-                      WebhookEvent, isoformat, utcnow)
+from ..models import (HUB, Calculation, Customer, CustomerPeriodRollup, CustomerRollup, Factor, Organization, Shipment,
+                      WebhookAttempt, WebhookEvent, isoformat, utcnow)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000
@@ -115,6 +117,46 @@ def daily(organization_id: int, environment: str, days: int = 30, now: dt.dateti
     return series
 
 
+def _activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
+    """The day rollup rows (activity day, mode, count, kgCO2e) of the organization's customers."""
+    return (CustomerPeriodRollup
+            .select(CustomerPeriodRollup.activity_date, CustomerPeriodRollup.mode,
+                    CustomerPeriodRollup.calculation_count, CustomerPeriodRollup.emissions_kg)
+            .where(CustomerPeriodRollup.customer.in_(_customers_of(organization_id, environment))
+                   & (CustomerPeriodRollup.environment == environment) & (CustomerPeriodRollup.span == "day")
+                   & (CustomerPeriodRollup.activity_date >= first) & (CustomerPeriodRollup.activity_date <= last))
+            .tuples())
+
+
+def emissions_by_activity(organization_id: int, environment: str, first: dt.date, last: dt.date) -> dict:
+    """Count and kgCO2e of the calculations with an activity date in first..last, in total and by mode
+    (hubs of shipments add their emissions, as in the analytics), from the day rollups."""
+    by_mode: dict[str, dict] = {}
+    count, total = 0, ZERO
+    for _, mode, calculations, kg in _activity_days(organization_id, environment, first, last):
+        numbers = by_mode.setdefault(mode, {"count": 0, "kg": ZERO})
+        numbers["kg"] = EXACT_SUM.add(numbers["kg"], kg)
+        total = EXACT_SUM.add(total, kg)
+        if mode != HUB:
+            numbers["count"] += calculations
+            count += calculations
+    return {"count": count, "kg": total,
+            "by_mode": {mode: by_mode[mode] for mode in ("ROAD", "SEA", "AIR", "RAIL", HUB) if mode in by_mode}}
+
+
+def daily_by_activity(organization_id: int, environment: str, days: int = 30,
+                      now: dt.datetime | None = None) -> list[Day]:
+    """Calculations and kgCO2e per activity day for the last `days` days (today included), zeros too."""
+    today = (now or utcnow()).date()
+    first = today - dt.timedelta(days=days - 1)
+    found: dict[dt.date, list] = {}
+    for day, mode, calculations, kg in _activity_days(organization_id, environment, first, today):
+        numbers = found.setdefault(day, [0, ZERO])
+        numbers[0] += 0 if mode == HUB else calculations
+        numbers[1] = EXACT_SUM.add(numbers[1], kg)
+    return [Day(day, *found.get(day, (0, ZERO))) for day in (first + dt.timedelta(days=n) for n in range(days))]
+
+
 # --- the list ------------------------------------------------------------------------------------
 
 @dataclass
@@ -123,12 +165,16 @@ class Filters:
     mode: str = ""
     date_from: dt.date | None = None
     date_to: dt.date | None = None
+    activity_from: dt.date | None = None
+    activity_to: dt.date | None = None
 
     def query_string(self) -> dict:
         return {name: value for name, value in (
             ("customer", self.customer), ("mode", self.mode),
             ("from", self.date_from.isoformat() if self.date_from else ""),
-            ("to", self.date_to.isoformat() if self.date_to else "")) if value}
+            ("to", self.date_to.isoformat() if self.date_to else ""),
+            ("activity_from", self.activity_from.isoformat() if self.activity_from else ""),
+            ("activity_to", self.activity_to.isoformat() if self.activity_to else "")) if value}
 
 
 def parse_date(text: str) -> dt.date | None:
@@ -175,6 +221,10 @@ def _filtered(organization_id: int, environment: str, filters: Filters):
     if filters.date_to and filters.date_to < dt.date.max:  # the last day there is bounds nothing
         condition &= Calculation.created_at < dt.datetime.combine(filters.date_to + dt.timedelta(days=1),
                                                                   dt.time(), tzinfo=dt.timezone.utc)
+    if filters.activity_from:
+        condition &= Calculation.activity_date >= filters.activity_from
+    if filters.activity_to:
+        condition &= Calculation.activity_date <= filters.activity_to
     return (Calculation
             .select(Calculation.id, Calculation.created_at, Calculation.external_reference, Calculation.mode,
                     Calculation.business_context, Calculation.activity_date, Calculation.cargo_tonnes,
@@ -327,3 +377,145 @@ def shipment(organization_id: int, environment: str, shipment_id: str) -> dict |
         (Shipment.id == shipment_id) & (Shipment.organization == organization_id)
         & (Shipment.environment == environment)).first())
     return None if found is None else jsoncodec.loads(found.body)
+
+
+# --- numbers for reading -------------------------------------------------------------------------
+
+TONNE = Decimal(1000)
+
+
+def number_text(value, places: int = 2) -> str:
+    """A quantity for reading: thousands separated, `places` decimals (the exact value is in the API)."""
+    return "—" if value is None else f"{Decimal(str(value)):,.{places}f}"
+
+
+def co2e_text(kg) -> str:
+    """Emissions for reading, with their unit: kgCO2e below 1,000 kg, t CO2e from there."""
+    if kg is None:
+        return "—"
+    kg = Decimal(str(kg))
+    return f"{number_text(kg / TONNE)} t CO2e" if abs(kg) >= TONNE else f"{number_text(kg)} kgCO2e"
+
+
+# --- periods of activity dates (the customer page's picker) -------------------------------------
+
+PERIOD_CHOICES = (("this-month", "This month"), ("last-month", "Last month"), ("this-quarter", "This quarter"),
+                  ("last-quarter", "Last quarter"), ("this-year", "This year"), ("last-year", "Last year"),
+                  ("all", "All time"), ("custom", "Custom"))
+clock = utcnow  # the picker's "today" (tests set a fixed one)
+
+
+@dataclass
+class Period:
+    choice: str
+    start: dt.date | None
+    end: dt.date | None
+
+    @property
+    def label(self) -> str:
+        if self.start is None and self.end is None:
+            return "all activity dates"
+        start = self.start.isoformat() if self.start else "the start"
+        return f"{start} to {self.end.isoformat() if self.end else 'today'}"
+
+    def query(self) -> dict:
+        """The page's query parameters for this period."""
+        if self.choice != "custom":
+            return {"period": self.choice}
+        return {"period": "custom", **({"from": self.start.isoformat()} if self.start else {}),
+                **({"to": self.end.isoformat()} if self.end else {})}
+
+
+def _month_end(day: dt.date) -> dt.date:
+    return (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+
+
+def period_dates(choice: str, today: dt.date) -> tuple[dt.date | None, dt.date | None]:
+    """The first and last activity date (inclusive) of a named period around today."""
+    if choice == "this-month":
+        return today.replace(day=1), _month_end(today)
+    if choice == "last-month":
+        last = today.replace(day=1) - dt.timedelta(days=1)
+        return last.replace(day=1), last
+    quarter_start = today.replace(month=3 * ((today.month - 1) // 3) + 1, day=1)
+    if choice == "this-quarter":
+        return quarter_start, _month_end(quarter_start.replace(month=quarter_start.month + 2))
+    if choice == "last-quarter":
+        end = quarter_start - dt.timedelta(days=1)
+        return end.replace(month=end.month - 2, day=1), end
+    if choice == "this-year":
+        return today.replace(month=1, day=1), today.replace(month=12, day=31)
+    if choice == "last-year":
+        return dt.date(today.year - 1, 1, 1), dt.date(today.year - 1, 12, 31)
+    return None, None
+
+
+def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None = None) -> tuple[Period, list[str]]:
+    """The period the page's query asks for (this month by default) and what is wrong with it."""
+    today = today or clock().date()
+    if (from_text or to_text) and choice in ("", "custom"):
+        choice = "custom"
+    elif choice != "custom":  # a named period leaves the custom dates of the form unused
+        from_text = to_text = ""
+    if choice not in dict(PERIOD_CHOICES):
+        return Period("this-month", *period_dates("this-month", today)), (
+            [f"Unknown period “{choice[:40]}”: choose one of the list."] if choice else [])
+    if choice != "custom":
+        return Period(choice, *period_dates(choice, today)), []
+    problems = []
+    dates = []
+    for name, text in (("from", from_text), ("to", to_text)):
+        value = parse_date(text) if text else None
+        if text and value is None:
+            problems.append(f"The “{name}” date must be written YYYY-MM-DD.")
+        dates.append(value)
+    if dates[0] and dates[1] and dates[0] > dates[1]:
+        problems.append("The “from” date is after the “to” date.")
+    if problems:
+        return Period("this-month", *period_dates("this-month", today)), problems
+    return Period("custom", *dates), []
+
+
+@dataclass
+class Month:
+    month: str  # YYYY-MM
+    kg: Decimal
+    by_mode: dict  # mode (and "HUB" for shipments' hubs) -> kgCO2e
+
+
+def customer_period(organization_id: int, environment: str, reference: str, period: Period) -> dict | None:
+    """The customer with its analytics over the period, exactly as the API answers them, or None."""
+    text = periods.analytics_json(organization_id, environment, reference, period.start, period.end)
+    return None if text is None else jsoncodec.loads(text)
+
+
+def months_by_mode(organization_id: int, environment: str, reference: str, found: dict, period: Period) -> list[Month]:
+    """Each month of the period with data, its emissions split by mode (hubs a part of their own), read
+    from the period analytics of that month (clipped to the period), so the parts add up to by_month."""
+    months = []
+    for entry in found["analytics"]["by_month"]:
+        first = dt.date.fromisoformat(entry["month"] + "-01")
+        last = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+        start = max(first, period.start) if period.start else first
+        end = min(last, period.end) if period.end else last
+        text = periods.analytics_json(organization_id, environment, reference, start, end)
+        month = jsoncodec.loads(text)["analytics"]
+        parts = {mode: totals["emissions"]["value"] for mode, totals in month["by_mode"].items()}
+        if "hubs" in month:
+            parts["HUB"] = month["hubs"]["emissions"]["value"]
+        months.append(Month(entry["month"], entry["emissions"]["value"], parts))
+    return months
+
+
+def statement_csv_lines(organization_id: int, environment: str, reference: str, period: Period):
+    """The period's statement CSV (statements.py's columns and rows), through the one CSV writer."""
+    return statements.csv_lines(statements.calculation_rows(organization_id, environment, reference,
+                                                            period.start, period.end))
+
+
+def statement_file_name(reference: str, environment: str, period: Period) -> str:
+    """The download's file name: the customer (letters, digits, - and _ only) and the period."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", reference)[:60] or "customer"
+    start = period.start.isoformat() if period.start else "start"
+    span = f"{start}-to-{period.end.isoformat() if period.end else 'today'}"
+    return f"statement-{safe}-{environment}-{span}.csv"

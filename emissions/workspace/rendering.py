@@ -9,6 +9,7 @@ from urllib.parse import quote, urlencode
 import bottle
 
 from .. import jsoncodec
+from . import insights
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 HTML_HEADERS = {
@@ -32,11 +33,6 @@ def _number(value) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def _kg(value) -> str:
-    """A quantity for reading: thousands separated, two decimals (the exact value is in the API)."""
-    return f"{Decimal(str(value)):,.2f}"
-
-
 def _when(moment: dt.datetime | None) -> str:
     return "—" if moment is None else moment.strftime("%d %b %Y, %H:%M UTC")
 
@@ -54,7 +50,9 @@ def customer_path(reference: str) -> str:
     return "/workspace/customers/" + quote(reference, safe="")
 
 
-HELPERS = {"customer_path": customer_path, "number": _number, "kg": _kg, "when": _when, "day": _day,
+# kg: a quantity with thousands separators; co2e: emissions with their unit (t CO2e from 1,000 kg).
+HELPERS = {"customer_path": customer_path, "number": _number, "kg": insights.number_text, "co2e": insights.co2e_text,
+           "when": _when, "day": _day,
            "plain": lambda value: jsoncodec.decimal_text(Decimal(str(value))),
            "status_class": lambda status: STATUS_CLASSES.get(status, ""),
            "query_of": lambda filters: urlencode(filters.query_string())}

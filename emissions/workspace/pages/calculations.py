@@ -24,15 +24,20 @@ class CalculationPages(Pages):
         if filters.mode and filters.mode not in MODES:
             problems.append("Mode must be ROAD, SEA or AIR.")
             filters.mode = ""
-        for name, attribute in (("from", "date_from"), ("to", "date_to")):
+        for name, attribute in (("from", "date_from"), ("to", "date_to"), ("activity_from", "activity_from"),
+                                ("activity_to", "activity_to")):
             text = query_parameter(name)
             if text:
                 value = insights.parse_date(text)
                 if value is None:
-                    problems.append(f"The “{name}” date must be written YYYY-MM-DD.")
+                    problems.append(f"The “{name.replace('_', ' ')}” date must be written YYYY-MM-DD.")
                 setattr(filters, attribute, value)
-        if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
-            problems.append("The “from” date is after the “to” date: no calculation can match.")
+        for start, end, name in ((filters.date_from, filters.date_to, "created"),
+                                 (filters.activity_from, filters.activity_to, "activity")):
+            if start and end and start > end:
+                problems.append(f"The {name} “from” date is after the “to” date: no calculation can match."
+                                if name == "activity" else
+                                "The “from” date is after the “to” date: no calculation can match.")
         return filters, problems
 
     @signed_in

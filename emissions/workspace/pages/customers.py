@@ -1,11 +1,14 @@
 """The customers: the list by reference, adding one, and a customer's page with its analytics."""
 from __future__ import annotations
 
-from urllib.parse import urlencode
+import itertools
+from urllib.parse import quote, urlencode
 
-from ... import analytics
+import bottle
+
 from ... import customers
-from ... import jsoncodec
+from ... import statements
+from .. import chart
 from .. import insights
 from ..accounts import Session
 from ..rendering import customer_path, pretty_json, query_parameter, redirect, render, request_id
@@ -42,19 +45,40 @@ class CustomerPages(Pages):
     @signed_in
     def customer_page(self, session: Session, reference: str, error: str = "", status: int = 200,
                       form: dict | None = None):
+        org, environment = session.organization, session.environment
+        period, problems = insights.period_of(query_parameter("period"), query_parameter("from"), query_parameter("to"))
         found = None
         if customers.is_valid_reference(reference):
-            found = analytics.find_with_analytics(session.organization.id, session.environment, reference)
+            found = insights.customer_period(org.id, environment, reference, period)
         if found is None:
             return render("error", 404, title="No such customer",
                           message="No customer with this reference exists in this environment.",
                           request_id=request_id(), **self.chrome(session, "customers"))
-        recent, _ = insights.page(session.organization.id, session.environment,
-                                  insights.Filters(customer=reference), size=10)
-        return render("customer", status, title=found["name"], customer=found, analytics=found["analytics"],
-                      api_json=pretty_json(jsoncodec.loads(analytics.analytics_json(
-                          session.organization.id, session.environment, reference))),
-                      recent=recent, error=error, form=form or {}, **self.chrome(session, "customers"))
+        view = query_parameter("format")
+        if view == "csv" and not problems:
+            bottle.response.set_header("Content-Type", "text/csv; charset=utf-8")
+            bottle.response.set_header("Content-Disposition", 'attachment; filename="{}"'.format(
+                insights.statement_file_name(reference, environment, period)))
+            lines = insights.statement_csv_lines(org.id, environment, reference, period)
+            # The header and the first row are read here, so that a failing query is still an error page.
+            first = list(itertools.islice(lines, 2))
+            return (line.encode() for line in itertools.chain(first, lines))
+        if view == "statement" and not problems:
+            return render("statement", title=f"Emissions statement: {found['name']}", organization=org,
+                          statement=statements.statement(org.id, environment, reference, period.start, period.end),
+                          period=period, back=customer_path(reference) + "?" + urlencode(period.query()))
+        recent, _ = insights.page(org.id, environment, insights.Filters(customer=reference), size=10)
+        months = insights.months_by_mode(org.id, environment, reference, found, period)
+        base = customer_path(reference) + "?" + urlencode(period.query())
+        return render("customer", 400 if problems else status, title=found["name"], customer=found,
+                      analytics=found["analytics"], period=period, choices=insights.PERIOD_CHOICES,
+                      problems=problems, chart=chart.monthly_stacked(months, insights.co2e_text),
+                      csv_url=base + "&format=csv", statement_url=base + "&format=statement",
+                      api_path=f"/v1/customers/{quote(reference, safe='')}/emissions"
+                               + ("?" + urlencode({k: v for k, v in found["analytics"]["period"].items() if v})
+                                  if period.start or period.end else ""),
+                      api_json=pretty_json(found), recent=recent, error=error, form=form or {},
+                      **self.chrome(session, "customers"))
 
     @form_post
     def change_customer(self, session: Session, form: dict, reference: str):

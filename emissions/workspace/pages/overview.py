@@ -19,8 +19,9 @@ class OverviewPages(Pages):
     def overview(self, session: Session):
         org, environment = session.organization, session.environment
         now = utcnow()
-        month = insights.emissions_since(org.id, environment, insights.month_start(now))
-        days = insights.daily(org.id, environment, 30, now)
+        first, last = insights.period_dates("this-month", now.date())
+        month = insights.emissions_by_activity(org.id, environment, first, last)
+        days = insights.daily_by_activity(org.id, environment, 30, now)
         latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
         endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None

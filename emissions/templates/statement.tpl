@@ -1,0 +1,60 @@
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{title}} · {{organization.name}}</title>
+<link rel="stylesheet" href="/workspace/static/workspace.css"><link rel="icon" href="/workspace/static/icon.svg">
+</head>
+<body class="statement">
+% customer, totals = statement['customer'], statement['totals']
+% columns = ('Calculations', 'Activity (tkm)', 'Emissions', 'TTW', 'WTT', 'Not split')
+<p class="noprint"><a href="{{back}}">← Back to the customer</a> · use your browser's Print to save it as PDF (A4).</p>
+<header class="statementhead">
+  <p class="org">{{organization.name}}</p>
+  <h1>Emissions statement</h1>
+  <dl class="facts">
+    <dt>Customer</dt><dd id="statement-customer">{{customer['name']}} ({{customer['reference']}}){{', ' + customer['country_code'] if customer['country_code'] else ''}}</dd>
+    <dt>Period</dt><dd id="statement-period">Activity dates {{period.label}}</dd>
+    <dt>Environment</dt><dd>{{statement['environment']}}</dd>
+    <dt>Generated</dt><dd>{{statement['generated_at']}}</dd>
+  </dl>
+</header>
+% tables = (('totals', 'Totals', '', [('Total', totals)]), ('modes', 'By mode', 'Mode', [(mode.title(), numbers) for mode, numbers in statement['by_mode'].items()]), ('months', 'By month', 'Month', [(month['month'], month) for month in statement['by_month']]))
+% for key, heading, first, rows in tables:
+<section aria-labelledby="{{key}}-title">
+  <h2 id="{{key}}-title">{{heading}}</h2>
+  <table id="statement-{{key}}"><thead><tr><th scope="col">{{first}}</th>
+%   for column in columns:
+  <th scope="col" class="num">{{column}}</th>
+%   end
+  </tr></thead><tbody>
+%   for label, numbers in rows:
+%     breakdown = numbers['emissions'].get('breakdown') or {}
+  <tr><th scope="row">{{label}}</th><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}}</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td><td class="num">{{co2e(breakdown['ttw']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['wtt']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['unattributed']) if breakdown else '—'}}</td></tr>
+%   end
+  </tbody></table>
+%   if key == 'totals':
+  <p>Intensity: {{'—' if totals['intensity']['value'] is None else plain(totals['intensity']['value'])}} kgCO2e/tkm</p>
+%   end
+</section>
+% end
+<section aria-labelledby="factors-title">
+  <h2 id="factors-title">Emission factors used</h2>
+  <table id="statement-factors"><thead><tr><th scope="col">Factor</th><th scope="col">Version</th><th scope="col">Name</th><th scope="col">Source</th><th scope="col" class="num">Calculations</th></tr></thead><tbody>
+% for factor in statement['factors']:
+  <tr><td class="break">{{factor['reference']}}</td><td>{{factor['version']}}</td><td>{{factor.get('name', '')}}</td><td class="break">{{factor.get('source', '')}}</td><td class="num">{{number(factor['calculation_count'])}}</td></tr>
+% end
+  </tbody></table>
+</section>
+<section aria-labelledby="method-title">
+  <h2 id="method-title">Method and sources</h2>
+% method = statement['methodology']
+  <p>{{method['standard']}}, well-to-wheel ({{method['boundary']}}). {{method['description']}}</p>
+% for publication in method['publications']:
+  <p>Source: {{publication.get('title', '')}}, {{publication.get('publisher', '')}} {{publication.get('year', '')}}.</p>
+% end
+  <p class="small">TTW (tank-to-wheel) and WTT (well-to-tank) are the parts of the calculations whose factor gives them; "not split" is the emissions of calculations whose factor gives only the well-to-wheel total. Emissions at or above 1,000 kg are shown in tonnes (t CO2e); the exact values, to 6 decimal places, are in the CSV and the API.</p>
+</section>
+</body>
+</html>
