@@ -502,7 +502,8 @@ def cmd_webhook_set(args, config):
     org = organization(args.org)
     previous = webhook_endpoints.endpoint_for(org.id, args.env)
     endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url, actor=audit.CLI_ACTOR,
-                                                      allow_private_live=config.webhook_allow_private_live)
+                                                      allow_private_live=config.webhook_allow_private_live,
+                                                      allow_private_test=config.webhook_allow_private_test)
     if previous is not None and previous.status == "disabled":
         skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
@@ -699,11 +700,14 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
 def cmd_quickstart(args, config):
     """Seed a sandbox (organization, factor library, demo customer, a test key) and serve."""
     plain = seed_sandbox(config)
+    # A local sandbox posts its test webhooks to receivers on this machine: private addresses are allowed.
+    config = config.with_(webhook_allow_private_test=True)
     if args.json:
         def announce(url: str) -> None:
             print(json.dumps({"organization": SANDBOX_SLUG, "environment": "test", "customer": DEMO_CUSTOMER,
                               "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port),
-                              "workspace": f"{url}/workspace", "sign_in": sign_in_command()}),
+                              "workspace": f"{url}/workspace", "sign_in": sign_in_command(),
+                              "private_test_endpoints": True}),
                   flush=True)
 
         serve(config, args, json_output=True, announce=announce)
@@ -720,6 +724,9 @@ The workspace: {base_url(args.host, args.port)}/workspace
 Make a sign-in for it from another terminal, in this directory (it asks for a password):
 
 {sign_in_command()}
+
+Test webhook endpoints may be on this machine or a private network here (WEBHOOK_ALLOW_PRIVATE_TEST
+is on for quickstart; `serve` refuses them unless the operator sets it).
 """, flush=True)
     serve(config, args)
 

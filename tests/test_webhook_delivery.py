@@ -52,7 +52,7 @@ def receiver():
 
 def endpoint(persona, url: str, environment: str = "test") -> str:
     """Set the persona's endpoint; return its secret."""
-    return webhook_endpoints.set_endpoint(persona.org.id, environment, url, actor="test")[1]
+    return webhook_endpoints.set_endpoint(persona.org.id, environment, url, actor="test", allow_private_test=True)[1]
 
 
 def deliverer(config, **kwargs) -> webhook_delivery.Deliverer:
@@ -425,7 +425,36 @@ def test_a_live_name_that_resolved_publicly_but_connects_to_loopback_gets_no_req
     assert receiver.received == []
     [attempt] = attempts_of(WebhookEvent.get().id)
     assert attempt.status_code is None and attempt.error.startswith("refused:")
-    assert "127.0.0.1" in attempt.error
+    assert "reached a loopback address" in attempt.error and "127.0.0.1" not in attempt.error
+
+
+@pytest.mark.on_both
+def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_operator_allows_it(config, acme, receiver):
+    # Set while its name was public; the attempt resolves again, then checks the peer it reached.
+    url = f"http://localhost:{urlsplit(receiver.url).port}/hooks"
+    WebhookEndpoint.create(organization=acme.org, environment="test", url=url, secret="whsec_x")
+    webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    strict = config.with_(webhook_allow_private_test=False)
+
+    worker = deliverer(strict)  # the system's resolver: localhost is loopback
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    worker = deliverer(strict, resolve=lambda host, port, type=0: [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))])  # rebinding: public, then loopback
+    WebhookEvent.update(next_attempt_at=utcnow()).execute()
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    assert receiver.received == []
+    first, second = attempts_of(WebhookEvent.get().id)
+    assert first.error == ("refused: the host localhost resolves to a loopback address; test endpoints must be "
+                           "public unless the operator allows private ones (WEBHOOK_ALLOW_PRIVATE_TEST)")
+    assert second.error.startswith("refused: the connection reached a loopback address; test endpoints")
+
+    worker = deliverer(config)  # the allowance on: the same endpoint is delivered to
+    WebhookEvent.update(next_attempt_at=utcnow()).execute()
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+    assert len(receiver.received) == 1
 
 
 @pytest.mark.on_both
@@ -442,7 +471,8 @@ def test_the_scheduler_delivers_what_was_committed_before_it_started(client, con
 
 
 def deliver_process(config, *extra) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": config.database_url, "WEBHOOK_POLL_SECONDS": "0.05"}
+    env = {**os.environ, "DATABASE_URL": config.database_url, "WEBHOOK_POLL_SECONDS": "0.05",
+           "WEBHOOK_ALLOW_PRIVATE_TEST": str(config.webhook_allow_private_test).lower()}
     return subprocess.Popen([sys.executable, "-m", "emissions", "deliver", *extra], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -522,7 +552,7 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
     """A run comes every WEBHOOK_POLL_SECONDS: a database outage must not write a traceback each time."""
     sender = deliverer(config)
     now = [1000.0]
-    monkeypatch.setattr(webhook_delivery.time, "monotonic", lambda: now[0])
+    sender.failures.clock = lambda: now[0]
     down = [True]
 
     def run_once():
@@ -541,10 +571,11 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
         sender.tick()
     records = [record for record in caplog.records if record.name == "emissions.webhooks"]
     assert [(record.levelname, record.getMessage()) for record in records] == [
-        ("ERROR", "webhook delivery run failed; the next run retries"),
-        ("ERROR", "webhook delivery runs still failing"),
-        ("WARNING", "webhook delivery runs succeed again")]
+        ("ERROR", "webhook delivery run failing"),
+        ("ERROR", "webhook delivery run still failing"),
+        ("WARNING", "webhook delivery run succeeding again")]
     assert records[0].exc_info and not records[1].exc_info
-    assert records[1].fields == {"failed_runs": 31, "error": "could not connect to server"}
-    assert records[2].fields == {"failed_runs": 31}
+    assert records[1].fields == {"message": "webhook delivery run still failing", "failures": 31,
+                                 "error": "could not connect to server"}
+    assert records[2].fields == {"message": "webhook delivery run succeeding again", "failures": 31}
     sender.close()

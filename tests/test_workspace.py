@@ -799,7 +799,7 @@ def test_the_csv_download_holds_every_filtered_calculation(client, acme_user, se
 
 
 def test_a_calculation_page_shows_the_stored_body_the_lineage_and_its_event(client, acme_user, secret):
-    webhook_endpoints.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook", actor="test")
+    webhook_endpoints.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
     key = make_key(acme_user, secret)
     calculation_id = post_calculations(client, key, 1)[0]
     sign_in(client)
@@ -886,7 +886,7 @@ def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, 
 
 def test_another_organizations_event_cannot_be_redelivered(client, acme_user):
     other = make_org("globex")
-    webhook_endpoints.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook", actor="test")
+    webhook_endpoints.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
     event = webhook_events.send_test_event(other.id, "test")
     WebhookEvent.update(delivery_status="failed").execute()
     sign_in(client)

@@ -38,54 +38,87 @@ def endpoint_for(organization_id: int, environment: str) -> WebhookEndpoint | No
                                        & (WebhookEndpoint.environment == environment))
 
 
-def check_public_host(host: str, port: int, resolve=socket.getaddrinfo) -> None:
-    """Raise WebhookError unless every address the host resolves to is a public one."""
+PRIVATE_SETTINGS = {"live": "WEBHOOK_ALLOW_PRIVATE_LIVE", "test": "WEBHOOK_ALLOW_PRIVATE_TEST"}
+
+
+def must_be_public(environment: str) -> str:
+    """The rule a refusal names: which endpoints must be public, and the operator's setting that lifts it."""
+    return (f"{environment} endpoints must be public unless the operator allows private ones "
+            f"({PRIVATE_SETTINGS[environment]})")
+
+
+def check_public_host(host: str, port: int, resolve=socket.getaddrinfo, environment: str = "live") -> None:
+    """Raise WebhookError unless every address the host resolves to is a public one.
+
+    The message names the rule, never the addresses: a workspace user must not map internal names.
+    """
     try:
         addresses = [ipaddress.ip_address(host)]
     except ValueError:
         try:
             infos = resolve(host, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise WebhookError(f"the host {host} does not resolve ({exc})") from None
+        except (socket.gaierror, UnicodeError):
+            raise WebhookError(f"the host {host} does not resolve") from None
         addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
     if not addresses:
         raise WebhookError(f"the host {host} does not resolve")
     for address in addresses:
-        if not is_public(address):
-            raise WebhookError(
-                f"the host {host} resolves to a loopback, private or link-local address ({unmapped(address)}); "
-                "live endpoints must be public (WEBHOOK_ALLOW_PRIVATE_LIVE=true allows it)")
+        kind = non_public_kind(address)
+        if kind is not None:
+            raise WebhookError(f"the host {host} resolves to {kind} address; {must_be_public(environment)}")
 
 
 # IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64's well-known one and IPv4-compatible.
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# IPv4-translated (RFC 2765, SIIT): ::ffff:0:a.b.c.d; Python calls the whole range global.
+IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 # NAT64 for one network (RFC 8215): where the IPv4 address sits depends on that network; never public.
 LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 
 def unmapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
-    """The IPv4 address an IPv6 address carries (mapped, 6to4, NAT64, IPv4-compatible), else the address."""
+    """The IPv4 address an IPv6 address carries (mapped, translated, 6to4, NAT64, IPv4-compatible), else the address."""
     if address.version == 4:
         return address
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):  # :: and ::1 are themselves
+    if address in NAT64 or address in IPV4_TRANSLATED or (address in IPV4_COMPATIBLE and int(address) > 1):  # :: and ::1 are themselves
         return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
     return address
 
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """A global unicast address; an IPv6 address carrying an IPv4 one is as public as that."""
+    return non_public_kind(address) is None
+
+
+def non_public_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """None for a public address, else what it is, for a refusal: "a loopback", "a private", ..."""
     if address in LOCAL_NAT64:
-        return False
+        return "a network-specific NAT64"
     address = unmapped(address)
-    return address.is_global and not address.is_multicast
+    if address.is_global and not address.is_multicast:
+        return None
+    if address.is_loopback:
+        return "a loopback"
+    if address.is_link_local:
+        return "a link-local"
+    if address.is_multicast:
+        return "a multicast"
+    if address.is_private:
+        return "a private"
+    return "a reserved"
 
 
-def validate_url(url: str, environment: str, allow_private_live: bool = False,
+def private_allowed(environment: str, allow_private_live: bool, allow_private_test: bool) -> bool:
+    """Whether the operator lets this environment's endpoints reach non-public addresses."""
+    return allow_private_live if environment == "live" else allow_private_test
+
+
+def validate_url(url: str, environment: str, allow_private_live: bool = False, allow_private_test: bool = False,
                  resolve=socket.getaddrinfo) -> str:
     """The URL if an endpoint of this environment may use it; otherwise raise WebhookError."""
     url = url.strip()
@@ -109,18 +142,18 @@ def validate_url(url: str, environment: str, allow_private_live: bool = False,
         raise WebhookError("the URL has no host")
     if parts.username is not None or parts.password is not None:
         raise WebhookError("the URL must not carry credentials; receivers authenticate by the signature")
-    if environment == "live" and not allow_private_live:
-        check_public_host(parts.hostname, port or 443, resolve)
+    if not private_allowed(environment, allow_private_live, allow_private_test):
+        check_public_host(parts.hostname, port or (443 if scheme == "https" else 80), resolve, environment)
     return url
 
 
 def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str, allow_private_live: bool = False,
-                 resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
+                 allow_private_test: bool = False, resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
     """Create or replace the organization's endpoint for an environment, with its audit event; return
     it and its new secret."""
     if environment not in ("test", "live"):
         raise WebhookError("environment must be test or live")
-    url = validate_url(url, environment, allow_private_live, resolve)
+    url = validate_url(url, environment, allow_private_live, allow_private_test, resolve)
     secret = new_secret()
     now = utcnow()
     try:

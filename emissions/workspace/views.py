@@ -338,11 +338,13 @@ class Workspace:
     """Handlers for /workspace."""
 
     def __init__(self, sessions: accounts.Sessions, secret: bytes, *, allow_private_live: bool = False,
+                 allow_private_test: bool = False,
                  test_capacity: int = 10_000, hasher=None, throttle=None, serving_threads: int = 8,
                  workers: int = 1):
         self.sessions = sessions
         self.secret = secret
         self.allow_private_live = allow_private_live
+        self.allow_private_test = allow_private_test
         self.test_capacity = test_capacity
         self.hasher = hasher or accounts.Hasher()
         self.throttle = throttle or accounts.SignInThrottle()
@@ -644,7 +646,8 @@ class Workspace:
                 with db.atomic():  # no secret made that is never shown: the flash joins the change
                     _, secret = webhook_endpoints.set_endpoint(org.id, environment, _field(form, "url"),
                                                                actor=session.actor,
-                                                               allow_private_live=self.allow_private_live)
+                                                               allow_private_live=self.allow_private_live,
+                                                               allow_private_test=self.allow_private_test)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "rotate":
                 with db.atomic():  # as above
@@ -849,6 +852,7 @@ def routes(app, secret: bytes) -> Workspace:
     """The workspace's part of the URL map (its pages answer HTML, outside the API's plugin)."""
     workspace = Workspace(accounts.Sessions(secret), secret,
                           allow_private_live=app.settings.webhook_allow_private_live,
+                          allow_private_test=app.settings.webhook_allow_private_test,
                           test_capacity=app.settings.test_capacity, serving_threads=app.settings.serving_threads,
                           workers=app.settings.workers)
 
