@@ -69,7 +69,9 @@ def _create_test_key(organization: models.Organization, scopes: list[str], name:
 
 
 def _set_test_endpoint(organization: models.Organization) -> None:
-    webhook_endpoints.set_endpoint(organization.id, ENVIRONMENT, WEBHOOK_PLACEHOLDER_URL, actor=ACTOR)
+    # A placeholder that never resolves: the sandbox's checks are the local ones, nothing is delivered.
+    webhook_endpoints.set_endpoint(organization.id, ENVIRONMENT, WEBHOOK_PLACEHOLDER_URL, actor=ACTOR,
+                                   allow_private_test=True)
 
 
 def _endpoint_secret(organization: models.Organization) -> str:
