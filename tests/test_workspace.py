@@ -852,6 +852,18 @@ def test_a_live_webhook_must_be_https_and_public(client, acme_user):
     assert webhook_endpoints.endpoint_for(acme_user.id, "live") is None
 
 
+@pytest.mark.parametrize("url, rule", [("http://127.0.0.1:5432/", "loopback"),
+                                       ("http://169.254.169.254/latest", "link-local"),
+                                       ("http://[::ffff:0:7f00:1]/", "loopback"),
+                                       ("http://[64:ff9b::a00:1]/", "private")])
+def test_a_test_webhook_on_a_private_address_is_refused_unless_the_operator_allows_it(config, acme_user, url, rule):
+    strict = TestApp(create_app(config.with_(webhook_allow_private_test=False)))
+    sign_in(strict)
+    refused = change_webhook(strict, url=url, status=400)
+    assert f"resolves to a {rule} address; test endpoints must be public" in refused.text
+    assert webhook_endpoints.endpoint_for(acme_user.id, "test") is None
+
+
 def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(client, acme_user):
     sign_in(client)
     change_webhook(client)
