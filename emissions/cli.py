@@ -516,9 +516,21 @@ def cmd_webhook_set(args, config):
 
 def cmd_webhook_rotate(args, config):
     org = organization(args.org)
-    endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR)
-    emit(args, {"url": endpoint.url, "secret": secret},
-         f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
+    endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR,
+                                                       overlap_hours=args.overlap)
+    ends = models.isoformat(endpoint.overlap_ends_at)
+    emit(args, {"url": endpoint.url, "secret": secret, "overlap_ends_at": ends},
+         f"{endpoint.url}\nsecret: {secret}\n(shown once; " + (
+             f"until {ends} attempts carry X-Service-Webhook-Signature-Next under it beside the current "
+             f"signature, then it is the only one; `emissions webhook end-overlap` switches now)" if ends
+             else "attempts from now on are signed with it only)"))
+
+
+def cmd_webhook_end_overlap(args, config):
+    org = organization(args.org)
+    endpoint = webhook_endpoints.end_overlap(org.id, args.env, actor=audit.CLI_ACTOR)
+    emit(args, {"url": endpoint.url, "overlap_ended": True},
+         f"{endpoint.url}: the new secret is now the only one")
 
 
 def cmd_webhook_remove(args, config):
@@ -924,7 +936,9 @@ def build_parser() -> argparse.ArgumentParser:
     hooks = group("webhook", "the webhook endpoint and its deliveries")
     for name, handler, help_text in (
             ("set", cmd_webhook_set, "set the endpoint URL (a new secret, shown once)"),
-            ("rotate", cmd_webhook_rotate, "give the endpoint a new secret (shown once)"),
+            ("rotate", cmd_webhook_rotate, "give the endpoint a new secret (shown once), signed beside the "
+                                           "current one for an overlap"),
+            ("end-overlap", cmd_webhook_end_overlap, "end a rotation's overlap now: the new secret becomes the only one"),
             ("remove", cmd_webhook_remove, "remove the endpoint"),
             ("show", cmd_webhook_show, "show the endpoint and its status")):
         sub = command(hooks, name, handler, help_text)
@@ -932,6 +946,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--env", required=True, choices=["test", "live"])
         if name == "set":
             sub.add_argument("--url", required=True)
+        if name == "rotate":
+            sub.add_argument("--overlap", type=float, default=webhook_endpoints.DEFAULT_OVERLAP_HOURS, metavar="HOURS",
+                             help="hours both secrets sign deliveries (default "
+                                  f"{webhook_endpoints.DEFAULT_OVERLAP_HOURS}, at most "
+                                  f"{webhook_endpoints.MAX_OVERLAP_HOURS}; 0: switch at once)")
     sub = command(hooks, "deliveries", cmd_webhook_deliveries, "recent events with their delivery attempts")
     sub.add_argument("--org")
     sub.add_argument("--env", choices=["test", "live"])

@@ -1,6 +1,7 @@
 """Webhook endpoints, URL rules, signing, verification, the golden vector and the webhook CLI."""
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -15,7 +16,7 @@ from emissions import models
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import signing as webhook_signing
-from emissions.models import WebhookEndpoint, WebhookEvent
+from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
@@ -280,8 +281,13 @@ def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme
 def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
     _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test", allow_private_test=True)
     endpoint, rotated = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
     assert rotated != first and endpoint.url == "http://localhost:4000/a"
-    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated
+    assert (stored.secret, stored.next_secret) == (first, rotated)  # the overlap: both sign
+    assert stored.overlap_ends_at - utcnow() > dt.timedelta(hours=23)
+    endpoint, at_once = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test", overlap_hours=0)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret, stored.overlap_ends_at) == (at_once, None, None)
     webhook_endpoints.remove_endpoint(acme.org.id, "test", actor="test")
     assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
     with pytest.raises(webhook_endpoints.WebhookError, match="no webhook endpoint"):
@@ -346,7 +352,29 @@ def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config,
                            "--json")
     rotated = json.loads(out)
     assert code == 0 and rotated["secret"] != printed["secret"]
-    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated["secret"]
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (printed["secret"], rotated["secret"])
+    assert rotated["overlap_ends_at"] == models.isoformat(stored.overlap_ends_at)
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test", "--json")
+    assert json.loads(out)["overlap_ends_at"] == rotated["overlap_ends_at"]
+
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "end-overlap", "--org", "acme", "--env", "test")
+    assert code == 0 and "the new secret is now the only one" in out
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret, stored.overlap_ends_at) == (rotated["secret"], None, None)
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "end-overlap", "--org", "acme", "--env", "test")
+    assert code == 1 and "no secret rotation is in its overlap for test" in err
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test",
+                           "--overlap", "0", "--json")
+    at_once = json.loads(out)
+    assert code == 0 and at_once["overlap_ends_at"] is None
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == at_once["secret"]
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test",
+                             "--overlap", "721")
+    assert code == 1 and "the overlap must be from 0 to 720 hours" in err
+    actions = [event.action for event in AuditEvent.select().where(AuditEvent.organization == acme.org.id)
+               .order_by(AuditEvent.id)]
+    assert actions == ["endpoint.set", "endpoint.rotated", "endpoint.overlap_ended", "endpoint.rotated"]
 
     code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "remove", "--org", "acme", "--env", "test",
                            "--json")

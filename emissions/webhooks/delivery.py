@@ -29,7 +29,7 @@ from ..config import Config
 from ..db import db, is_postgres
 from ..models import WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 from .endpoints import (WebhookError, check_public_host, endpoint_join, loggable_url, must_be_public, non_public_kind,
-                        private_allowed)
+                        private_allowed, signing_secrets)
 from .signing import signed_headers
 
 RESPONSE_EXCERPT_BYTES = 1000
@@ -50,6 +50,7 @@ class Claim:
     lock_token: str
     url: str
     secret: str
+    next_secret: str | None = None  # during a rotation's overlap: signed as X-Service-Webhook-Signature-Next
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,7 @@ class Deliverer:
         rows = (WebhookEvent
                 .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment,
                         WebhookEvent.payload, WebhookEvent.attempt_count, WebhookEndpoint.url,
-                        WebhookEndpoint.secret)
+                        WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at)
                 .join(WebhookEndpoint, on=endpoint_join())
                 # The status names the partial index webhook_event_delivering (migration 0002); the
                 # rows just leased all have it, so the answer is the same as by the token alone.
@@ -277,14 +278,16 @@ class Deliverer:
                 .order_by(WebhookEvent.next_attempt_at)
                 .objects())
         return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
-                      row.url, row.secret) for row in rows]
+                      row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now))
+                for row in rows]
 
     def send(self, claim: Claim) -> AttemptResult:
         """POST one signed attempt; never raises, every failure becomes the attempt's error."""
         attempted_at = self.clock()
         body = claim.payload.encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                   **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()))}
+                   **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()),
+                                    claim.next_secret)}
         started = time.perf_counter()
         status_code = excerpt = error = None
         public_only = not private_allowed(claim.environment, self.allow_private_live, self.allow_private_test)

@@ -1,6 +1,7 @@
 """Webhook endpoints, one per organization and environment, and the checks on their addresses."""
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import socket
 from urllib.parse import urlsplit
@@ -10,7 +11,7 @@ import peewee as pw
 from .. import audit
 from .. import auth
 from ..db import db
-from ..models import WebhookEndpoint, WebhookEvent, utcnow
+from ..models import WebhookEndpoint, WebhookEvent, isoformat, utcnow
 
 SECRET_PREFIX = "whsec_"
 SECRET_RANDOM_LENGTH = 32  # base62 characters, about 190 bits
@@ -164,6 +165,7 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str
                                                   url=url, secret=secret, created_at=now, updated_at=now)
             else:
                 endpoint.url, endpoint.secret, endpoint.updated_at = url, secret, now
+                endpoint.next_secret, endpoint.overlap_ends_at = None, None  # a new secret ends any rotation
                 endpoint.status, endpoint.disabled_reason = "enabled", None
                 endpoint.save()
             audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
@@ -173,19 +175,76 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str
     return endpoint, secret
 
 
-def rotate_secret(organization_id: int, environment: str, *, actor: str) -> tuple[WebhookEndpoint, str]:
-    """Give the endpoint a new secret (used from the next attempt on), with its audit event; return it."""
+DEFAULT_OVERLAP_HOURS = 24
+MAX_OVERLAP_HOURS = 720  # 30 days
+
+
+def signing_secrets(secret: str, next_secret: str | None, overlap_ends_at: dt.datetime | None,
+                    now: dt.datetime) -> tuple[str, str | None]:
+    """The secret a delivery signs X-Service-Webhook-Signature with, and the one for -Signature-Next
+    (None outside a rotation's overlap); once the overlap ends the next secret is the only one."""
+    if not next_secret:
+        return secret, None
+    if overlap_ends_at is not None and now < overlap_ends_at:
+        return secret, next_secret
+    return next_secret, None
+
+
+def _settle(endpoint: WebhookEndpoint, now: dt.datetime) -> None:
+    """Store an overlap that has run out as over: its next secret becomes the secret."""
+    endpoint.secret, endpoint.next_secret = signing_secrets(endpoint.secret, endpoint.next_secret,
+                                                            endpoint.overlap_ends_at, now)
+    if endpoint.next_secret is None:
+        endpoint.overlap_ends_at = None
+
+
+def rotate_secret(organization_id: int, environment: str, *, actor: str,
+                  overlap_hours: float = DEFAULT_OVERLAP_HOURS) -> tuple[WebhookEndpoint, str]:
+    """Issue the endpoint a new secret, with its audit event; return it.
+
+    For `overlap_hours` deliveries carry signatures under both the current and the new secret, so the
+    receiver can deploy the new one first; then the new one is the only one (0: at once). A rotation
+    during an overlap replaces the next secret and starts the overlap again.
+    """
+    if not 0 <= overlap_hours <= MAX_OVERLAP_HOURS:
+        raise WebhookError(f"the overlap must be from 0 to {MAX_OVERLAP_HOURS} hours")
+    now = utcnow()
     with db.atomic():
         endpoint = endpoint_for(organization_id, environment)
         if endpoint is None:
             raise WebhookError(f"no webhook endpoint is set for {environment}")
+        _settle(endpoint, now)
         secret = new_secret()
-        (WebhookEndpoint.update(secret=secret, updated_at=utcnow())
-         .where(WebhookEndpoint.id == endpoint.id).execute())
-        endpoint.secret = secret
+        if overlap_hours:
+            endpoint.next_secret, endpoint.overlap_ends_at = secret, now + dt.timedelta(hours=overlap_hours)
+            details = {"overlap_ends_at": isoformat(endpoint.overlap_ends_at)}
+        else:
+            endpoint.secret, endpoint.next_secret, endpoint.overlap_ends_at = secret, None, None
+            details = {"overlap_ends_at": None}
+        endpoint.updated_at = now
+        endpoint.save(only=[WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at,
+                            WebhookEndpoint.updated_at])
         audit.record("endpoint.rotated", loggable_url(endpoint.url), actor=actor, organization=organization_id,
-                     environment=environment)
+                     environment=environment, details=details)
     return endpoint, secret
+
+
+def end_overlap(organization_id: int, environment: str, *, actor: str) -> WebhookEndpoint:
+    """End a rotation's overlap now, with its audit event: the new secret becomes the only one."""
+    now = utcnow()
+    with db.atomic():
+        endpoint = endpoint_for(organization_id, environment)
+        if endpoint is None:
+            raise WebhookError(f"no webhook endpoint is set for {environment}")
+        if not endpoint.next_secret or endpoint.overlap_ends_at <= now:
+            raise WebhookError(f"no secret rotation is in its overlap for {environment}")
+        endpoint.secret, endpoint.next_secret, endpoint.overlap_ends_at = endpoint.next_secret, None, None
+        endpoint.updated_at = now
+        endpoint.save(only=[WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at,
+                            WebhookEndpoint.updated_at])
+        audit.record("endpoint.overlap_ended", loggable_url(endpoint.url), actor=actor, organization=organization_id,
+                     environment=environment)
+    return endpoint
 
 
 def remove_endpoint(organization_id: int, environment: str, *, actor: str) -> WebhookEndpoint:
