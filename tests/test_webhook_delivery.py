@@ -24,7 +24,7 @@ from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation
-from emissions.models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
+from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
 from webhook_receiver import Receiver, documented_verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,6 +78,58 @@ def by_hand(secret: str, received) -> str:
     message = (received.headers["X-Service-Webhook-Id"] + "." + received.headers["X-Service-Webhook-Timestamp"]
                + ".").encode() + received.body
     return "v1=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def deliver_event(config, persona, clock=utcnow) -> None:
+    webhook_events.record_event(persona.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    worker = deliverer(config, clock=clock)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+
+
+@pytest.mark.on_both
+def test_a_rotation_signs_with_both_secrets_until_its_overlap_ends(config, acme, receiver):
+    """A receiver that deploys the new secret during the overlap never fails a delivery."""
+    old = endpoint(acme, receiver.url)
+    _, new = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="user:ops@acme.example")
+    deliver_event(config, acme)
+    during = receiver.received[-1]
+    assert during.headers["X-Service-Webhook-Signature"] == by_hand(old, during)
+    assert during.headers["X-Service-Webhook-Signature-Next"] == by_hand(new, during)
+    for secret in (old, new):  # the receiver before and after deploying the new secret
+        assert documented_verify()(secret, during.headers, during.body) == during.event_id
+        assert webhook_signing.verify(secret, during.headers, during.body) == during.event_id
+    with pytest.raises(ValueError, match="signature does not match"):
+        documented_verify()("whsec_" + "x" * 32, during.headers, during.body)
+
+    webhook_endpoints.end_overlap(acme.org.id, "test", actor="user:ops@acme.example")
+    deliver_event(config, acme)
+    after = receiver.received[-1]
+    assert after.headers["X-Service-Webhook-Signature"] == by_hand(new, after)
+    assert "X-Service-Webhook-Signature-Next" not in after.headers
+    assert documented_verify()(new, after.headers, after.body) == after.event_id
+    with pytest.raises(ValueError, match="signature does not match"):
+        documented_verify()(old, after.headers, after.body)
+    events = AuditEvent.select().where(AuditEvent.actor == "user:ops@acme.example").order_by(AuditEvent.id)
+    assert [(event.action, event.environment) for event in events] == [
+        ("endpoint.rotated", "test"), ("endpoint.overlap_ended", "test")]
+
+
+@pytest.mark.on_both
+def test_when_the_overlap_runs_out_the_new_secret_is_the_only_one(config, acme, receiver):
+    old = endpoint(acme, receiver.url)
+    _, new = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test", overlap_hours=1)
+    ends = webhook_endpoints.endpoint_for(acme.org.id, "test").overlap_ends_at
+    deliver_event(config, acme, clock=lambda: ends - dt.timedelta(seconds=1))
+    assert receiver.received[-1].headers["X-Service-Webhook-Signature-Next"] == by_hand(new, receiver.received[-1])
+    deliver_event(config, acme, clock=lambda: ends)
+    last = receiver.received[-1]
+    assert last.headers["X-Service-Webhook-Signature"] == by_hand(new, last) != by_hand(old, last)
+    assert "X-Service-Webhook-Signature-Next" not in last.headers
+    # By the real clock the overlap still runs: a second rotation replaces the new secret, the old one stays.
+    _, newest = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (old, newest)
 
 
 @pytest.mark.on_both
