@@ -837,7 +837,10 @@ def test_setting_a_webhook_shows_its_secret_once_after_a_redirect(client, acme_u
     assert endpoint.url == "http://127.0.0.1:9/hook" and endpoint.secret == secret
     assert secret not in client.get("/workspace/webhooks").text
     rotated = change_webhook(client, action="rotate").follow()
-    assert re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', rotated.text).group(1) != secret
+    new = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', rotated.text).group(1)
+    assert new != secret and 'id="overlap-ends"' in rotated.text and "X-Service-Webhook-Signature-Next" in rotated.text
+    stored = webhook_endpoints.endpoint_for(acme_user.id, "test")
+    assert (stored.secret, stored.next_secret) == (secret, new)
     by_ops = AuditEvent.select().where(AuditEvent.actor == "user:ops@acme.example").order_by(AuditEvent.id)
     assert [event.action for event in by_ops] == ["endpoint.set", "endpoint.rotated"]
 
