@@ -295,6 +295,21 @@ def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
 
 
 @pytest.mark.on_both
+def test_a_rotation_after_an_overlap_ran_out_starts_from_the_secret_that_replaced_the_old_one(acme):
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test", allow_private_test=True)
+    _, second = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    WebhookEndpoint.update(overlap_ends_at=utcnow() - dt.timedelta(seconds=1)).execute()
+    with pytest.raises(webhook_endpoints.WebhookError, match="no secret rotation is in its overlap"):
+        webhook_endpoints.end_overlap(acme.org.id, "test", actor="test")
+    _, third = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (second, third)
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b", actor="test", allow_private_test=True)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.next_secret, stored.overlap_ends_at) == (None, None)  # a new secret ends the rotation
+
+
+@pytest.mark.on_both
 def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(client, acme):
     from conftest import post_calculation
 
