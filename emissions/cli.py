@@ -502,7 +502,8 @@ def cmd_webhook_set(args, config):
     org = organization(args.org)
     previous = webhook_endpoints.endpoint_for(org.id, args.env)
     endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url, actor=audit.CLI_ACTOR,
-                                                      allow_private_live=config.webhook_allow_private_live)
+                                                      allow_private_live=config.webhook_allow_private_live,
+                                                      allow_private_test=config.webhook_allow_private_test)
     if previous is not None and previous.status == "disabled":
         skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
@@ -515,9 +516,21 @@ def cmd_webhook_set(args, config):
 
 def cmd_webhook_rotate(args, config):
     org = organization(args.org)
-    endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR)
-    emit(args, {"url": endpoint.url, "secret": secret},
-         f"{endpoint.url}\nsecret: {secret}\n(shown once; attempts from now on are signed with it)")
+    endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR,
+                                                       overlap_hours=args.overlap)
+    ends = models.isoformat(endpoint.overlap_ends_at)
+    emit(args, {"url": endpoint.url, "secret": secret, "overlap_ends_at": ends},
+         f"{endpoint.url}\nsecret: {secret}\n(shown once; " + (
+             f"until {ends} attempts carry X-Service-Webhook-Signature-Next under it beside the current "
+             f"signature, then it is the only one; `emissions webhook end-overlap` switches now)" if ends
+             else "attempts from now on are signed with it only)"))
+
+
+def cmd_webhook_end_overlap(args, config):
+    org = organization(args.org)
+    endpoint = webhook_endpoints.end_overlap(org.id, args.env, actor=audit.CLI_ACTOR)
+    emit(args, {"url": endpoint.url, "overlap_ended": True},
+         f"{endpoint.url}: the new secret is now the only one")
 
 
 def cmd_webhook_remove(args, config):
@@ -699,11 +712,14 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
 def cmd_quickstart(args, config):
     """Seed a sandbox (organization, factor library, demo customer, a test key) and serve."""
     plain = seed_sandbox(config)
+    # A local sandbox posts its test webhooks to receivers on this machine: private addresses are allowed.
+    config = config.with_(webhook_allow_private_test=True)
     if args.json:
         def announce(url: str) -> None:
             print(json.dumps({"organization": SANDBOX_SLUG, "environment": "test", "customer": DEMO_CUSTOMER,
                               "key": plain, "url": url, "curl": quickstart_curl(plain, args.host, args.port),
-                              "workspace": f"{url}/workspace", "sign_in": sign_in_command()}),
+                              "workspace": f"{url}/workspace", "sign_in": sign_in_command(),
+                              "private_test_endpoints": True}),
                   flush=True)
 
         serve(config, args, json_output=True, announce=announce)
@@ -720,6 +736,9 @@ The workspace: {base_url(args.host, args.port)}/workspace
 Make a sign-in for it from another terminal, in this directory (it asks for a password):
 
 {sign_in_command()}
+
+Test webhook endpoints may be on this machine or a private network here (WEBHOOK_ALLOW_PRIVATE_TEST
+is on for quickstart; `serve` refuses them unless the operator sets it).
 """, flush=True)
     serve(config, args)
 
@@ -917,7 +936,9 @@ def build_parser() -> argparse.ArgumentParser:
     hooks = group("webhook", "the webhook endpoint and its deliveries")
     for name, handler, help_text in (
             ("set", cmd_webhook_set, "set the endpoint URL (a new secret, shown once)"),
-            ("rotate", cmd_webhook_rotate, "give the endpoint a new secret (shown once)"),
+            ("rotate", cmd_webhook_rotate, "give the endpoint a new secret (shown once), signed beside the "
+                                           "current one for an overlap"),
+            ("end-overlap", cmd_webhook_end_overlap, "end a rotation's overlap now: the new secret becomes the only one"),
             ("remove", cmd_webhook_remove, "remove the endpoint"),
             ("show", cmd_webhook_show, "show the endpoint and its status")):
         sub = command(hooks, name, handler, help_text)
@@ -925,6 +946,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--env", required=True, choices=["test", "live"])
         if name == "set":
             sub.add_argument("--url", required=True)
+        if name == "rotate":
+            sub.add_argument("--overlap", type=float, default=webhook_endpoints.DEFAULT_OVERLAP_HOURS, metavar="HOURS",
+                             help="hours both secrets sign deliveries (default "
+                                  f"{webhook_endpoints.DEFAULT_OVERLAP_HOURS}, at most "
+                                  f"{webhook_endpoints.MAX_OVERLAP_HOURS}; 0: switch at once)")
     sub = command(hooks, "deliveries", cmd_webhook_deliveries, "recent events with their delivery attempts")
     sub.add_argument("--org")
     sub.add_argument("--env", choices=["test", "live"])

@@ -145,6 +145,7 @@ class Config:
     webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout_seconds: float = 10.0
     webhook_allow_private_live: bool = False
+    webhook_allow_private_test: bool = False  # quickstart and the integrators' Sandbox turn it on
     threads: int | None = None  # None: default_threads(database_url)
     log_requests: bool = True
     calculation_cache_size: int = 10_000
@@ -179,6 +180,7 @@ class Config:
             webhook_retry_schedule=env_schedule("WEBHOOK_RETRY_SCHEDULE", DEFAULT_RETRY_SCHEDULE),
             webhook_timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1),
             webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
+            webhook_allow_private_test=env_bool("WEBHOOK_ALLOW_PRIVATE_TEST", False),
             threads=env_int("THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),

@@ -350,6 +350,9 @@ class WebhookEndpoint(BaseModel):
     environment = pw.CharField(max_length=4)
     url = pw.CharField(max_length=2048)
     secret = pw.CharField(max_length=100)
+    # A rotation's new secret, signed beside `secret` until overlap_ends_at, then the only one (0011).
+    next_secret = pw.CharField(max_length=100, null=True)
+    overlap_ends_at = TimestampField(null=True)
     status = pw.CharField(max_length=16, default="enabled")  # enabled | disabled
     disabled_reason = pw.CharField(max_length=200, null=True)
     created_at = TimestampField(default=utcnow)
@@ -366,6 +369,8 @@ class WebhookEndpoint(BaseModel):
             "url": self.url,
             "status": self.status,
             "disabled_reason": self.disabled_reason,
+            "overlap_ends_at": (isoformat(self.overlap_ends_at)
+                                if self.next_secret and self.overlap_ends_at > utcnow() else None),
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),
         }

@@ -69,7 +69,9 @@ def _create_test_key(organization: models.Organization, scopes: list[str], name:
 
 
 def _set_test_endpoint(organization: models.Organization) -> None:
-    webhook_endpoints.set_endpoint(organization.id, ENVIRONMENT, WEBHOOK_PLACEHOLDER_URL, actor=ACTOR)
+    # A placeholder that never resolves: the sandbox's checks are the local ones, nothing is delivered.
+    webhook_endpoints.set_endpoint(organization.id, ENVIRONMENT, WEBHOOK_PLACEHOLDER_URL, actor=ACTOR,
+                                   allow_private_test=True)
 
 
 def _endpoint_secret(organization: models.Organization) -> str:
@@ -139,7 +141,8 @@ class Sandbox:
             raise ValueError("the sandbox makes its own database; database_url cannot be set")
         self._directory = Path(tempfile.mkdtemp(prefix="emissions-sandbox-"))
         try:
-            self.config = Config(**{"log_requests": False, **settings,
+            # Its test endpoint points at a receiver on this machine: private addresses are allowed.
+            self.config = Config(**{"log_requests": False, "webhook_allow_private_test": True, **settings,
                                     "database_url": f"sqlite:///{self._directory / 'sandbox.sqlite3'}"})
             self.app = _open_app(self.config)
             _load_factor_library()

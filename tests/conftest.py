@@ -159,7 +159,7 @@ def pytest_configure(config):
 @pytest.fixture
 def config(database_url) -> Config:
     return Config(database_url=database_url, log_requests=False, rate_limit_per_second=0,
-                  key_cache_seconds=0, webhook_poll_seconds=0.05)
+                  key_cache_seconds=0, webhook_poll_seconds=0.05, webhook_allow_private_test=True)
 
 
 @pytest.fixture

@@ -401,7 +401,8 @@ def test_quickstart_as_the_readme_runs_it(tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         text = output_until_serving(process)
-        curl = text[text.index("curl "):text.index("Serving on")].strip()
+        assert "Test webhook endpoints may be on this machine" in text and "WEBHOOK_ALLOW_PRIVATE_TEST" in text
+        curl = text[text.index("curl "):text.index("The workspace:")].strip()
         result = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=30)
         calculation = json.loads(result.stdout)
         assert calculation["status"] == "succeeded" and calculation["customer"] == {"reference": "demo-customer"}
@@ -425,6 +426,7 @@ def test_serve_and_quickstart_with_json_print_exactly_one_json_object(tmp_path):
             assert announced["url"] == f"http://127.0.0.1:{port}"
             if command == "quickstart":
                 assert KEY_FORMAT.match(announced["key"]) and announced["customer"] == "demo-customer"
+                assert announced["private_test_endpoints"] is True
                 result = subprocess.run(["bash", "-c", announced["curl"]], capture_output=True, text=True, timeout=30)
                 assert json.loads(result.stdout)["status"] == "succeeded"
         finally:

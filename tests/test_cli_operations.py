@@ -32,6 +32,12 @@ def migrated(request):
         migrations.run(db_setup.bind(request.getfixturevalue("config").database_url))
 
 
+@pytest.fixture(autouse=True)
+def private_test_endpoints(monkeypatch):
+    """As the `config` fixture: test endpoints may be the receivers on loopback these tests start."""
+    monkeypatch.setenv("WEBHOOK_ALLOW_PRIVATE_TEST", "true")
+
+
 def text(emissions, *argv) -> str:
     status, out, err = emissions(*argv)
     assert (status, err) == (0, ""), err
@@ -328,7 +334,7 @@ def test_retention_days_makes_the_scheduler_prune_daily(config, acme):
 
 @pytest.mark.on_both
 def test_redeliver_since_requeues_failed_and_skipped_events_of_enabled_endpoints(acme, ok):
-    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks", actor="test")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks", actor="test", allow_private_test=True)
     failed, skipped, succeeded = (make_event(acme, status, 2) for status in ("failed", "skipped", "succeeded"))
     too_old = make_event(acme, "failed", 20)
     since = (utcnow() - dt.timedelta(days=5)).date().isoformat()
@@ -347,7 +353,7 @@ def test_redeliver_since_refuses_an_unknown_status_and_needs_one_of_id_or_since(
 
 @pytest.mark.on_both
 def test_redelivering_a_pending_event_makes_it_due_now_and_keeps_its_attempts(acme):
-    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks", actor="test")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hooks", actor="test", allow_private_test=True)
     event_id = make_event(acme, "pending", 0, attempts=2)
     later = utcnow() + dt.timedelta(hours=2)
     WebhookEvent.update(next_attempt_at=later, attempt_count=2).where(WebhookEvent.id == event_id).execute()
@@ -361,7 +367,7 @@ def test_after_a_410_webhook_set_resumes_delivery_and_redeliver_sends_what_was_s
                                                                                       emissions):
     receiver = Receiver(statuses=[410])
     try:
-        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test")
+        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True)
         post_calculation(client, acme, "first", status=201)
         worker = webhook_delivery.Deliverer(config)
         assert worker.run_once()["failed"] == 1
@@ -389,7 +395,7 @@ def test_after_a_410_webhook_set_resumes_delivery_and_redeliver_sends_what_was_s
 def test_an_attempt_answered_with_an_error_status_records_it_as_one_phrase(client, acme, config):
     receiver = Receiver(statuses=[503, 302])
     try:
-        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test")
+        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True)
         post_calculation(client, acme, status=201)
         worker = webhook_delivery.Deliverer(config.with_(webhook_retry_schedule=(0, 0)))
         assert worker.run_once()["succeeded"] == 1

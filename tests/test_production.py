@@ -135,6 +135,7 @@ def test_with_two_workers_every_event_is_delivered_once(tmp_path, monkeypatch):
     from webhook_receiver import Receiver
 
     receiver = Receiver()
+    monkeypatch.setenv("WEBHOOK_ALLOW_PRIVATE_TEST", "true")  # the receiver is on loopback
     try:
         with serving(tmp_path, monkeypatch, "--workers", "2", WEBHOOK_POLL_SECONDS="0.1") as (process, url, key):
             cli_json("webhook", "set", "--org", "acme", "--env", "test", "--url", receiver.url)

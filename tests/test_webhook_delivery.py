@@ -24,7 +24,7 @@ from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation
-from emissions.models import WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
+from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
 from webhook_receiver import Receiver, documented_verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def receiver():
 
 def endpoint(persona, url: str, environment: str = "test") -> str:
     """Set the persona's endpoint; return its secret."""
-    return webhook_endpoints.set_endpoint(persona.org.id, environment, url, actor="test")[1]
+    return webhook_endpoints.set_endpoint(persona.org.id, environment, url, actor="test", allow_private_test=True)[1]
 
 
 def deliverer(config, **kwargs) -> webhook_delivery.Deliverer:
@@ -78,6 +78,58 @@ def by_hand(secret: str, received) -> str:
     message = (received.headers["X-Service-Webhook-Id"] + "." + received.headers["X-Service-Webhook-Timestamp"]
                + ".").encode() + received.body
     return "v1=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def deliver_event(config, persona, clock=utcnow) -> None:
+    webhook_events.record_event(persona.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    worker = deliverer(config, clock=clock)
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+
+
+@pytest.mark.on_both
+def test_a_rotation_signs_with_both_secrets_until_its_overlap_ends(config, acme, receiver):
+    """A receiver that deploys the new secret during the overlap never fails a delivery."""
+    old = endpoint(acme, receiver.url)
+    _, new = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="user:ops@acme.example")
+    deliver_event(config, acme)
+    during = receiver.received[-1]
+    assert during.headers["X-Service-Webhook-Signature"] == by_hand(old, during)
+    assert during.headers["X-Service-Webhook-Signature-Next"] == by_hand(new, during)
+    for secret in (old, new):  # the receiver before and after deploying the new secret
+        assert documented_verify()(secret, during.headers, during.body) == during.event_id
+        assert webhook_signing.verify(secret, during.headers, during.body) == during.event_id
+    with pytest.raises(ValueError, match="signature does not match"):
+        documented_verify()("whsec_" + "x" * 32, during.headers, during.body)
+
+    webhook_endpoints.end_overlap(acme.org.id, "test", actor="user:ops@acme.example")
+    deliver_event(config, acme)
+    after = receiver.received[-1]
+    assert after.headers["X-Service-Webhook-Signature"] == by_hand(new, after)
+    assert "X-Service-Webhook-Signature-Next" not in after.headers
+    assert documented_verify()(new, after.headers, after.body) == after.event_id
+    with pytest.raises(ValueError, match="signature does not match"):
+        documented_verify()(old, after.headers, after.body)
+    events = AuditEvent.select().where(AuditEvent.actor == "user:ops@acme.example").order_by(AuditEvent.id)
+    assert [(event.action, event.environment) for event in events] == [
+        ("endpoint.rotated", "test"), ("endpoint.overlap_ended", "test")]
+
+
+@pytest.mark.on_both
+def test_when_the_overlap_runs_out_the_new_secret_is_the_only_one(config, acme, receiver):
+    old = endpoint(acme, receiver.url)
+    _, new = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test", overlap_hours=1)
+    ends = webhook_endpoints.endpoint_for(acme.org.id, "test").overlap_ends_at
+    deliver_event(config, acme, clock=lambda: ends - dt.timedelta(seconds=1))
+    assert receiver.received[-1].headers["X-Service-Webhook-Signature-Next"] == by_hand(new, receiver.received[-1])
+    deliver_event(config, acme, clock=lambda: ends)
+    last = receiver.received[-1]
+    assert last.headers["X-Service-Webhook-Signature"] == by_hand(new, last) != by_hand(old, last)
+    assert "X-Service-Webhook-Signature-Next" not in last.headers
+    # By the real clock the overlap still runs: a second rotation replaces the new secret, the old one stays.
+    _, newest = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (old, newest)
 
 
 @pytest.mark.on_both
@@ -425,7 +477,36 @@ def test_a_live_name_that_resolved_publicly_but_connects_to_loopback_gets_no_req
     assert receiver.received == []
     [attempt] = attempts_of(WebhookEvent.get().id)
     assert attempt.status_code is None and attempt.error.startswith("refused:")
-    assert "127.0.0.1" in attempt.error
+    assert "reached a loopback address" in attempt.error and "127.0.0.1" not in attempt.error
+
+
+@pytest.mark.on_both
+def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_operator_allows_it(config, acme, receiver):
+    # Set while its name was public; the attempt resolves again, then checks the peer it reached.
+    url = f"http://localhost:{urlsplit(receiver.url).port}/hooks"
+    WebhookEndpoint.create(organization=acme.org, environment="test", url=url, secret="whsec_x")
+    webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    strict = config.with_(webhook_allow_private_test=False)
+
+    worker = deliverer(strict)  # the system's resolver: localhost is loopback
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    worker = deliverer(strict, resolve=lambda host, port, type=0: [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))])  # rebinding: public, then loopback
+    WebhookEvent.update(next_attempt_at=utcnow()).execute()
+    assert worker.run_once()["pending"] == 1
+    worker.close()
+    assert receiver.received == []
+    first, second = attempts_of(WebhookEvent.get().id)
+    assert first.error == ("refused: the host localhost resolves to a loopback address; test endpoints must be "
+                           "public unless the operator allows private ones (WEBHOOK_ALLOW_PRIVATE_TEST)")
+    assert second.error.startswith("refused: the connection reached a loopback address; test endpoints")
+
+    worker = deliverer(config)  # the allowance on: the same endpoint is delivered to
+    WebhookEvent.update(next_attempt_at=utcnow()).execute()
+    assert worker.run_once()["succeeded"] == 1
+    worker.close()
+    assert len(receiver.received) == 1
 
 
 @pytest.mark.on_both
@@ -442,7 +523,8 @@ def test_the_scheduler_delivers_what_was_committed_before_it_started(client, con
 
 
 def deliver_process(config, *extra) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": config.database_url, "WEBHOOK_POLL_SECONDS": "0.05"}
+    env = {**os.environ, "DATABASE_URL": config.database_url, "WEBHOOK_POLL_SECONDS": "0.05",
+           "WEBHOOK_ALLOW_PRIVATE_TEST": str(config.webhook_allow_private_test).lower()}
     return subprocess.Popen([sys.executable, "-m", "emissions", "deliver", *extra], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -522,7 +604,7 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
     """A run comes every WEBHOOK_POLL_SECONDS: a database outage must not write a traceback each time."""
     sender = deliverer(config)
     now = [1000.0]
-    monkeypatch.setattr(webhook_delivery.time, "monotonic", lambda: now[0])
+    sender.failures.clock = lambda: now[0]
     down = [True]
 
     def run_once():
@@ -541,10 +623,11 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
         sender.tick()
     records = [record for record in caplog.records if record.name == "emissions.webhooks"]
     assert [(record.levelname, record.getMessage()) for record in records] == [
-        ("ERROR", "webhook delivery run failed; the next run retries"),
-        ("ERROR", "webhook delivery runs still failing"),
-        ("WARNING", "webhook delivery runs succeed again")]
+        ("ERROR", "webhook delivery run failing"),
+        ("ERROR", "webhook delivery run still failing"),
+        ("WARNING", "webhook delivery run succeeding again")]
     assert records[0].exc_info and not records[1].exc_info
-    assert records[1].fields == {"failed_runs": 31, "error": "could not connect to server"}
-    assert records[2].fields == {"failed_runs": 31}
+    assert records[1].fields == {"message": "webhook delivery run still failing", "failures": 31,
+                                 "error": "could not connect to server"}
+    assert records[2].fields == {"message": "webhook delivery run succeeding again", "failures": 31}
     sender.close()

@@ -1,6 +1,7 @@
 """Webhook endpoints, URL rules, signing, verification, the golden vector and the webhook CLI."""
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -15,7 +16,7 @@ from emissions import models
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import signing as webhook_signing
-from emissions.models import WebhookEndpoint, WebhookEvent
+from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
@@ -179,20 +180,33 @@ def test_live_endpoint_accepts_ipv6_carrying_a_public_ipv4_address(url):
     assert webhook_endpoints.validate_url(url, "live", resolve=DNS) == url
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("https://[::127.0.0.1]/hooks", "127.0.0.1"),  # IPv4-compatible
-    ("https://[::10.0.0.1]/hooks", "10.0.0.1"),
-    ("https://[64:ff9b::7f00:1]/hooks", "127.0.0.1"),  # NAT64, well-known prefix
-    ("https://[64:ff9b::c0a8:10a]/hooks", "192.168.1.10"),
-    ("https://nat64-metadata.example.com/latest", "169.254.169.254"),
-    ("https://[64:ff9b:1::5db8:d822]/hooks", "64:ff9b:1::5db8:d822"),  # NAT64 for one network only
-    ("https://[2002:7f00:1::]/hooks", "127.0.0.1"),  # 6to4
-    ("https://[2002:a9fe:a9fe::1]/hooks", "169.254.169.254"),
-    ("https://sixtofour-private.example.com/", "192.168.1.10"),
+@pytest.mark.parametrize("url, rule", [
+    ("https://[::127.0.0.1]/hooks", "loopback"),  # IPv4-compatible
+    ("https://[::10.0.0.1]/hooks", "private"),
+    ("https://[::ffff:0:7f00:1]/", "loopback"),  # IPv4-translated (Python calls the range global)
+    ("https://[::ffff:0:a9fe:a9fe]/latest", "link-local"),
+    ("https://[::ffff:10.0.0.1]/", "private"),  # IPv4-mapped
+    ("https://[64:ff9b::7f00:1]/hooks", "loopback"),  # NAT64, well-known prefix
+    ("https://[64:ff9b::c0a8:10a]/hooks", "private"),
+    ("https://nat64-metadata.example.com/latest", "link-local"),
+    ("https://[64:ff9b:1::5db8:d822]/hooks", "network-specific NAT64"),  # NAT64 for one network only
+    ("https://[2002:7f00:1::]/hooks", "loopback"),  # 6to4
+    ("https://[2002:a9fe:a9fe::1]/hooks", "link-local"),
+    ("https://sixtofour-private.example.com/", "private"),
 ])
-def test_live_endpoint_refuses_ipv6_carrying_a_private_ipv4_address(url, shown):
-    with pytest.raises(webhook_endpoints.WebhookError, match=re.escape(f"link-local address ({shown})")):
-        webhook_endpoints.validate_url(url, "live", resolve=DNS)
+@pytest.mark.parametrize("environment", ["live", "test"])
+def test_endpoints_refuse_ipv6_carrying_a_private_ipv4_address_naming_the_rule(url, rule, environment):
+    with pytest.raises(webhook_endpoints.WebhookError, match=f"resolves to an? {rule} address; {environment} endpoints "
+                       "must be public"):
+        webhook_endpoints.validate_url(url, environment, resolve=DNS)
+
+
+def test_a_refusal_names_the_rule_never_the_addresses_a_name_resolves_to():
+    for host, address in [("internal.example.com", "10.1.2.3"), ("metadata.example.com", "169.254.169.254"),
+                          ("v6-loopback.example.com", "::1")]:
+        with pytest.raises(webhook_endpoints.WebhookError) as refused:
+            webhook_endpoints.validate_url(f"https://{host}/", "test", resolve=DNS)
+        assert address not in str(refused.value) and "WEBHOOK_ALLOW_PRIVATE_TEST" in str(refused.value)
 
 
 class PeerSocket:
@@ -205,9 +219,12 @@ class PeerSocket:
         return (self.address, 443, 0, 0)
 
 
-@pytest.mark.parametrize("peer", ["::127.0.0.1", "64:ff9b::7f00:1", "64:ff9b:1::5db8:d822", "2002:7f00:1::"])
-def test_a_live_attempt_refuses_a_connection_to_ipv6_carrying_a_private_ipv4_address(peer):
-    with pytest.raises(webhook_endpoints.WebhookError, match="the connection reached a loopback"):
+@pytest.mark.parametrize("peer, rule", [("::127.0.0.1", "loopback"), ("64:ff9b::7f00:1", "loopback"),
+                                        ("::ffff:0:7f00:1", "loopback"), ("::ffff:0:a00:1", "private"),
+                                        ("64:ff9b:1::5db8:d822", "network-specific NAT64"),
+                                        ("2002:7f00:1::", "loopback")])
+def test_a_live_attempt_refuses_a_connection_to_ipv6_carrying_a_private_ipv4_address(peer, rule):
+    with pytest.raises(webhook_endpoints.WebhookError, match=f"the connection reached an? {rule} address; live"):
         webhook_delivery._Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
 
 
@@ -218,7 +235,8 @@ def test_a_live_delivery_to_a_name_now_resolving_to_nat64_loopback_is_refused(co
     result = worker.send(claim)
     worker.close()
     assert result.status_code is None
-    assert result.error.startswith("refused: the host hooks.example.com resolves to") and "(127.0.0.1)" in result.error
+    assert result.error.startswith("refused: the host hooks.example.com resolves to a loopback address; live")
+    assert "127.0.0.1" not in result.error and "64:ff9b" not in result.error
 
 
 def test_live_endpoint_may_be_private_when_the_operator_allows_it():
@@ -228,19 +246,30 @@ def test_live_endpoint_may_be_private_when_the_operator_allows_it():
 
 @pytest.mark.parametrize("url", ["http://localhost:4000/hooks", "http://127.0.0.1:4000/hooks",
                                  "https://internal.example.com/hooks"])
-def test_test_endpoint_may_be_a_local_http_sandbox(url):
-    assert webhook_endpoints.validate_url(url, "test", resolve=DNS) == url
+def test_test_endpoint_may_be_a_local_http_sandbox_when_the_operator_allows_it(url):
+    assert webhook_endpoints.validate_url(url, "test", allow_private_test=True, resolve=DNS) == url
+
+
+@pytest.mark.parametrize("url, rule", [("http://localhost:4000/hooks", "loopback"),
+                                       ("http://127.0.0.1:5432/", "loopback"),
+                                       ("http://169.254.169.254/latest", "link-local"),
+                                       ("https://internal.example.com/hooks", "private"),
+                                       ("http://[::ffff:0:7f00:1]/", "loopback")])
+def test_test_endpoint_on_a_private_address_is_refused_unless_the_operator_allows_it(url, rule):
+    with pytest.raises(webhook_endpoints.WebhookError, match=f"resolves to an? {rule} address; test endpoints"):
+        webhook_endpoints.validate_url(url, "test", resolve=DNS)
+    assert webhook_endpoints.validate_url("http://hooks.example.com/x", "test", resolve=DNS) == "http://hooks.example.com/x"
 
 
 # --- endpoints ------------------------------------------------------------------------------
 
 @pytest.mark.on_both
 def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme):
-    endpoint, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test")
+    endpoint, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test", allow_private_test=True)
     assert re.fullmatch(r"whsec_[0-9A-Za-z]{32}", first)
     endpoint.status, endpoint.disabled_reason = "disabled", "gone"
     endpoint.save()
-    _, second = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b", actor="test")
+    _, second = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b", actor="test", allow_private_test=True)
     stored = WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id)
     assert (stored.url, stored.secret, stored.status, stored.disabled_reason) == (
         "http://localhost:4000/b", second, "enabled", None)
@@ -250,14 +279,34 @@ def test_set_creates_then_replaces_the_endpoint_with_a_new_secret_each_time(acme
 
 @pytest.mark.on_both
 def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
-    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test")
+    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test", allow_private_test=True)
     endpoint, rotated = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
     assert rotated != first and endpoint.url == "http://localhost:4000/a"
-    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated
+    assert (stored.secret, stored.next_secret) == (first, rotated)  # the overlap: both sign
+    assert stored.overlap_ends_at - utcnow() > dt.timedelta(hours=23)
+    endpoint, at_once = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test", overlap_hours=0)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret, stored.overlap_ends_at) == (at_once, None, None)
     webhook_endpoints.remove_endpoint(acme.org.id, "test", actor="test")
     assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
     with pytest.raises(webhook_endpoints.WebhookError, match="no webhook endpoint"):
         webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+
+
+@pytest.mark.on_both
+def test_a_rotation_after_an_overlap_ran_out_starts_from_the_secret_that_replaced_the_old_one(acme):
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test", allow_private_test=True)
+    _, second = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    WebhookEndpoint.update(overlap_ends_at=utcnow() - dt.timedelta(seconds=1)).execute()
+    with pytest.raises(webhook_endpoints.WebhookError, match="no secret rotation is in its overlap"):
+        webhook_endpoints.end_overlap(acme.org.id, "test", actor="test")
+    _, third = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (second, third)
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/b", actor="test", allow_private_test=True)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.next_secret, stored.overlap_ends_at) == (None, None)  # a new secret ends the rotation
 
 
 @pytest.mark.on_both
@@ -267,7 +316,7 @@ def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(cli
     post_calculation(client, acme, "no-endpoint", status=201)
     webhook_endpoints.set_endpoint(acme.org.id, "live", "https://93.184.216.34/hooks", actor="test")  # another environment
     post_calculation(client, acme, "live-endpoint-only", status=201, external_reference="s-2")
-    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks", actor="test")
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/hooks", actor="test", allow_private_test=True)
     post_calculation(client, acme, "with-endpoint", status=201, external_reference="s-3")
     statuses = [event.delivery_status for event in WebhookEvent.select().order_by(WebhookEvent.created_at)]
     assert sorted(statuses) == ["pending", "skipped", "skipped"]
@@ -278,10 +327,26 @@ def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(cli
 
 def run_cli(monkeypatch, capsys, config, *argv) -> tuple[int, str, str]:
     monkeypatch.setenv("DATABASE_URL", config.database_url)
+    monkeypatch.setenv("WEBHOOK_ALLOW_PRIVATE_TEST", str(config.webhook_allow_private_test).lower())
     models.db.close()
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("url, rule", [("http://127.0.0.1:5432/", "loopback"), ("http://169.254.169.254/", "link-local"),
+                                       ("http://[::ffff:0:7f00:1]/", "loopback"), ("http://10.1.2.3/", "private")])
+def test_cli_set_refuses_a_private_test_endpoint_unless_the_operator_allows_it(monkeypatch, capsys, config, acme,
+                                                                               url, rule):
+    code, out, err = run_cli(monkeypatch, capsys, config.with_(webhook_allow_private_test=False), "webhook", "set",
+                             "--org", "acme", "--env", "test", "--url", url)
+    assert code == 1 and out == ""
+    assert f"resolves to a {rule} address; test endpoints must be public" in err and "WEBHOOK_ALLOW_PRIVATE_TEST" in err
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "test",
+                             "--url", url)
+    assert (code, err) == (0, "")
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test").url == url
 
 
 @pytest.mark.on_both
@@ -302,7 +367,29 @@ def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config,
                            "--json")
     rotated = json.loads(out)
     assert code == 0 and rotated["secret"] != printed["secret"]
-    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == rotated["secret"]
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (printed["secret"], rotated["secret"])
+    assert rotated["overlap_ends_at"] == models.isoformat(stored.overlap_ends_at)
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test", "--json")
+    assert json.loads(out)["overlap_ends_at"] == rotated["overlap_ends_at"]
+
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "end-overlap", "--org", "acme", "--env", "test")
+    assert code == 0 and "the new secret is now the only one" in out
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret, stored.overlap_ends_at) == (rotated["secret"], None, None)
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "end-overlap", "--org", "acme", "--env", "test")
+    assert code == 1 and "no secret rotation is in its overlap for test" in err
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test",
+                           "--overlap", "0", "--json")
+    at_once = json.loads(out)
+    assert code == 0 and at_once["overlap_ends_at"] is None
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == at_once["secret"]
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test",
+                             "--overlap", "721")
+    assert code == 1 and "the overlap must be from 0 to 720 hours" in err
+    actions = [event.action for event in AuditEvent.select().where(AuditEvent.organization == acme.org.id)
+               .order_by(AuditEvent.id)]
+    assert actions == ["endpoint.set", "endpoint.rotated", "endpoint.overlap_ended", "endpoint.rotated"]
 
     code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "remove", "--org", "acme", "--env", "test",
                            "--json")

@@ -799,7 +799,7 @@ def test_the_csv_download_holds_every_filtered_calculation(client, acme_user, se
 
 
 def test_a_calculation_page_shows_the_stored_body_the_lineage_and_its_event(client, acme_user, secret):
-    webhook_endpoints.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook", actor="test")
+    webhook_endpoints.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
     key = make_key(acme_user, secret)
     calculation_id = post_calculations(client, key, 1)[0]
     sign_in(client)
@@ -838,7 +838,10 @@ def test_setting_a_webhook_shows_its_secret_once_after_a_redirect(client, acme_u
     assert endpoint.url == "http://127.0.0.1:9/hook" and endpoint.secret == secret
     assert secret not in client.get("/workspace/webhooks").text
     rotated = change_webhook(client, action="rotate").follow()
-    assert re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', rotated.text).group(1) != secret
+    new = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', rotated.text).group(1)
+    assert new != secret and 'id="overlap-ends"' in rotated.text and "X-Service-Webhook-Signature-Next" in rotated.text
+    stored = webhook_endpoints.endpoint_for(acme_user.id, "test")
+    assert (stored.secret, stored.next_secret) == (secret, new)
     by_ops = AuditEvent.select().where(AuditEvent.actor == "user:ops@acme.example").order_by(AuditEvent.id)
     assert [event.action for event in by_ops] == ["endpoint.set", "endpoint.rotated"]
 
@@ -851,6 +854,18 @@ def test_a_live_webhook_must_be_https_and_public(client, acme_user):
     assert "Not changed" in refused.text and 'value="http://example.com/hook"' in refused.text
     change_webhook(client, url="https://127.0.0.1/hook", status=400)
     assert webhook_endpoints.endpoint_for(acme_user.id, "live") is None
+
+
+@pytest.mark.parametrize("url, rule", [("http://127.0.0.1:5432/", "loopback"),
+                                       ("http://169.254.169.254/latest", "link-local"),
+                                       ("http://[::ffff:0:7f00:1]/", "loopback"),
+                                       ("http://[64:ff9b::a00:1]/", "private")])
+def test_a_test_webhook_on_a_private_address_is_refused_unless_the_operator_allows_it(config, acme_user, url, rule):
+    strict = TestApp(create_app(config.with_(webhook_allow_private_test=False)))
+    sign_in(strict)
+    refused = change_webhook(strict, url=url, status=400)
+    assert f"resolves to a {rule} address; test endpoints must be public" in refused.text
+    assert webhook_endpoints.endpoint_for(acme_user.id, "test") is None
 
 
 def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(client, acme_user):
@@ -887,7 +902,7 @@ def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, 
 
 def test_another_organizations_event_cannot_be_redelivered(client, acme_user):
     other = make_org("globex")
-    webhook_endpoints.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook", actor="test")
+    webhook_endpoints.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
     event = webhook_events.send_test_event(other.id, "test")
     WebhookEvent.update(delivery_status="failed").execute()
     sign_in(client)

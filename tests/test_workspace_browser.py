@@ -60,7 +60,7 @@ def site(request, tmp_path_factory):
     else:
         database_url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'workspace.sqlite3'}"
     config = Config(database_url=database_url, log_requests=False, rate_limit_per_second=0, key_cache_seconds=0, webhook_poll_seconds=0.1,
-                    webhook_retry_schedule=(1, 1))
+                    webhook_retry_schedule=(1, 1), webhook_allow_private_test=True)
     app = create_app(config)
     org = Organization.create(slug="acme", name="Acme Logistics")
     workspace.create_user(org, ADMIN, PASSWORD, actor="cli")

@@ -12,7 +12,12 @@
 % if shown:
 <div class="reveal" role="status">
   <h2>Signing secret</h2>
+% overlap = endpoint.to_dict()['overlap_ends_at'] if endpoint is not None and endpoint.next_secret == shown['secret'] else None
+% if overlap:
+  <p>Shown once: give it to your receiver now. Until <time id="overlap-ends">{{overlap}}</time> deliveries are signed with the current secret (<code>X-Service-Webhook-Signature</code>) and with this one (<code>X-Service-Webhook-Signature-Next</code>); then this one is the only one.</p>
+% else:
   <p>Shown once: give it to your receiver now. It verifies <code>X-Service-Webhook-Signature</code>.</p>
+% end
   <div class="secretbox"><code id="new-secret">{{shown['secret']}}</code><button type="button" class="copy" data-copy="new-secret">Copy</button></div>
 </div>
 % end
@@ -41,7 +46,7 @@
     <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="action" value="set">
     <label for="w-url">URL</label>
     <input id="w-url" name="url" type="url" required maxlength="2048" value="{{url}}" placeholder="https://example.com/hooks/emissions" aria-describedby="w-url-help">
-    <p class="help" id="w-url-help">{{'https and a public address' if environment == 'live' else 'http or https; localhost is fine for testing'}}. A new secret is made and shown once.</p>
+    <p class="help" id="w-url-help">{{'https and a public address' if environment == 'live' else 'http or https; a private address (localhost) only where the operator allows it'}}. A new secret is made and shown once.</p>
     <button type="submit" class="primary">Save endpoint</button>
   </form>
 </section>

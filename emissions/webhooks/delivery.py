@@ -3,7 +3,8 @@ lock token and a lease, posts them signed, and records the attempt; a row whose 
 worker died) is claimed again, so delivery is at least once.
 
 Outbound HTTP goes through guarded urllib3 connections: each attempt has a wall-clock deadline,
-and a live endpoint's peer must be a public address however DNS answers at connect time.
+and an endpoint's peer must be a public address however DNS answers at connect time (unless the
+operator allows private ones for its environment).
 """
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from .. import outages
 from ..config import Config
 from ..db import db, is_postgres
 from ..models import WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
-from .endpoints import WebhookError, check_public_host, endpoint_join, is_public, loggable_url, unmapped
+from .endpoints import (WebhookError, check_public_host, endpoint_join, loggable_url, must_be_public, non_public_kind,
+                        private_allowed, signing_secrets)
 from .signing import signed_headers
 
 RESPONSE_EXCERPT_BYTES = 1000
@@ -47,6 +50,7 @@ class Claim:
     lock_token: str
     url: str
     secret: str
+    next_secret: str | None = None  # during a rotation's overlap: signed as X-Service-Webhook-Signature-Next
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,9 @@ class _Attempt:
     time would hold a worker for ever. At the deadline a timer shuts the attempt's sockets down.
     """
 
-    def __init__(self, seconds: float, public_only: bool):
+    def __init__(self, seconds: float, public_only: bool, environment: str = "live"):
         self.public_only = public_only
+        self.environment = environment
         self.expired = False
         self._connections: list = []
         self._lock = threading.Lock()
@@ -151,10 +156,9 @@ class _Attempt:
         """Refuse a socket whose peer is not public (when required); watch its connection for the deadline."""
         if self.public_only:
             # The name was checked before connecting, but DNS may answer differently the second time.
-            peer = ipaddress.ip_address(sock.getpeername()[0].split("%", 1)[0])
-            if not is_public(peer):
-                raise WebhookError(f"the connection reached a loopback, private or link-local address "
-                                   f"({unmapped(peer)}); live endpoints must be public")
+            kind = non_public_kind(ipaddress.ip_address(sock.getpeername()[0].split("%", 1)[0]))
+            if kind is not None:
+                raise WebhookError(f"the connection reached {kind} address; {must_be_public(self.environment)}")
         with self._lock:
             if connection not in self._connections:
                 self._connections.append(connection)
@@ -225,6 +229,7 @@ class Deliverer:
         self.timeout = config.webhook_timeout_seconds
         self.poll_seconds = config.webhook_poll_seconds
         self.allow_private_live = config.webhook_allow_private_live
+        self.allow_private_test = config.webhook_allow_private_test
         # An attempt ends at its deadline (the time-out) and a claim is sent at once, on a free
         # thread: a lease of three deadlines only runs out when its worker is gone.
         self.lease = dt.timedelta(seconds=lease_seconds or max(60.0, 3 * self.timeout))
@@ -236,8 +241,8 @@ class Deliverer:
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stopping = threading.Event()
-        self._failed_runs = 0  # runs failed in a row (tick): the first is logged whole, then one line a minute
-        self._next_failure_line = 0.0
+        # A failed run (tick) is logged whole the first time, then one line a minute, then the recovery.
+        self.failures = outages.FailureLog(log, "webhook delivery run")
 
     # The three steps, public so that tests can stop between them like a dying process would.
 
@@ -265,7 +270,7 @@ class Deliverer:
         rows = (WebhookEvent
                 .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment,
                         WebhookEvent.payload, WebhookEvent.attempt_count, WebhookEndpoint.url,
-                        WebhookEndpoint.secret)
+                        WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at)
                 .join(WebhookEndpoint, on=endpoint_join())
                 # The status names the partial index webhook_event_delivering (migration 0002); the
                 # rows just leased all have it, so the answer is the same as by the token alone.
@@ -273,23 +278,26 @@ class Deliverer:
                 .order_by(WebhookEvent.next_attempt_at)
                 .objects())
         return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
-                      row.url, row.secret) for row in rows]
+                      row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now))
+                for row in rows]
 
     def send(self, claim: Claim) -> AttemptResult:
         """POST one signed attempt; never raises, every failure becomes the attempt's error."""
         attempted_at = self.clock()
         body = claim.payload.encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                   **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()))}
+                   **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()),
+                                    claim.next_secret)}
         started = time.perf_counter()
         status_code = excerpt = error = None
-        public_only = claim.environment == "live" and not self.allow_private_live
-        with _Attempt(self.timeout, public_only) as attempt:
+        public_only = not private_allowed(claim.environment, self.allow_private_live, self.allow_private_test)
+        with _Attempt(self.timeout, public_only, claim.environment) as attempt:
             try:
                 if public_only:
                     # Checked again at send time: DNS may have changed since the endpoint was set.
                     parts = urlsplit(claim.url)
-                    check_public_host(parts.hostname, parts.port or 443, self.resolve)
+                    check_public_host(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
+                                      self.resolve, claim.environment)
                 with self._session().post(claim.url, data=body, headers=headers, timeout=self.timeout,
                                           allow_redirects=False, stream=True) as response:
                     status_code = response.status_code
@@ -373,8 +381,6 @@ class Deliverer:
                 db.close()
         return counts
 
-    FAILURE_LINE_SECONDS = 60.0
-
     def tick(self) -> None:
         """run_once for a scheduler: log a failure (database down) instead of raising it.
 
@@ -384,19 +390,9 @@ class Deliverer:
         try:
             self.run_once()
         except Exception as exc:
-            now = time.monotonic()
-            self._failed_runs += 1
-            if self._failed_runs == 1:
-                log.exception("webhook delivery run failed; the next run retries")
-                self._next_failure_line = now + self.FAILURE_LINE_SECONDS
-            elif now >= self._next_failure_line:
-                log.error("webhook delivery runs still failing", extra={"fields": {
-                    "failed_runs": self._failed_runs, "error": (str(exc).splitlines() or [type(exc).__name__])[0]}})
-                self._next_failure_line = now + self.FAILURE_LINE_SECONDS
+            self.failures.failed(exc)
         else:
-            if self._failed_runs:
-                log.warning("webhook delivery runs succeed again", extra={"fields": {"failed_runs": self._failed_runs}})
-                self._failed_runs = 0
+            self.failures.succeeded()
 
     def run_forever(self, poll_seconds: float) -> None:
         """Deliver every `poll_seconds` until stop() is called."""

@@ -1,6 +1,7 @@
 """Webhook endpoints, one per organization and environment, and the checks on their addresses."""
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import socket
 from urllib.parse import urlsplit
@@ -10,7 +11,7 @@ import peewee as pw
 from .. import audit
 from .. import auth
 from ..db import db
-from ..models import WebhookEndpoint, WebhookEvent, utcnow
+from ..models import WebhookEndpoint, WebhookEvent, isoformat, utcnow
 
 SECRET_PREFIX = "whsec_"
 SECRET_RANDOM_LENGTH = 32  # base62 characters, about 190 bits
@@ -38,54 +39,87 @@ def endpoint_for(organization_id: int, environment: str) -> WebhookEndpoint | No
                                        & (WebhookEndpoint.environment == environment))
 
 
-def check_public_host(host: str, port: int, resolve=socket.getaddrinfo) -> None:
-    """Raise WebhookError unless every address the host resolves to is a public one."""
+PRIVATE_SETTINGS = {"live": "WEBHOOK_ALLOW_PRIVATE_LIVE", "test": "WEBHOOK_ALLOW_PRIVATE_TEST"}
+
+
+def must_be_public(environment: str) -> str:
+    """The rule a refusal names: which endpoints must be public, and the operator's setting that lifts it."""
+    return (f"{environment} endpoints must be public unless the operator allows private ones "
+            f"({PRIVATE_SETTINGS[environment]})")
+
+
+def check_public_host(host: str, port: int, resolve=socket.getaddrinfo, environment: str = "live") -> None:
+    """Raise WebhookError unless every address the host resolves to is a public one.
+
+    The message names the rule, never the addresses: a workspace user must not map internal names.
+    """
     try:
         addresses = [ipaddress.ip_address(host)]
     except ValueError:
         try:
             infos = resolve(host, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise WebhookError(f"the host {host} does not resolve ({exc})") from None
+        except (socket.gaierror, UnicodeError):
+            raise WebhookError(f"the host {host} does not resolve") from None
         addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
     if not addresses:
         raise WebhookError(f"the host {host} does not resolve")
     for address in addresses:
-        if not is_public(address):
-            raise WebhookError(
-                f"the host {host} resolves to a loopback, private or link-local address ({unmapped(address)}); "
-                "live endpoints must be public (WEBHOOK_ALLOW_PRIVATE_LIVE=true allows it)")
+        kind = non_public_kind(address)
+        if kind is not None:
+            raise WebhookError(f"the host {host} resolves to {kind} address; {must_be_public(environment)}")
 
 
 # IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64's well-known one and IPv4-compatible.
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# IPv4-translated (RFC 2765, SIIT): ::ffff:0:a.b.c.d; Python calls the whole range global.
+IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 # NAT64 for one network (RFC 8215): where the IPv4 address sits depends on that network; never public.
 LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 
 def unmapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
-    """The IPv4 address an IPv6 address carries (mapped, 6to4, NAT64, IPv4-compatible), else the address."""
+    """The IPv4 address an IPv6 address carries (mapped, translated, 6to4, NAT64, IPv4-compatible), else the address."""
     if address.version == 4:
         return address
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):  # :: and ::1 are themselves
+    if address in NAT64 or address in IPV4_TRANSLATED or (address in IPV4_COMPATIBLE and int(address) > 1):  # :: and ::1 are themselves
         return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
     return address
 
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """A global unicast address; an IPv6 address carrying an IPv4 one is as public as that."""
+    return non_public_kind(address) is None
+
+
+def non_public_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """None for a public address, else what it is, for a refusal: "a loopback", "a private", ..."""
     if address in LOCAL_NAT64:
-        return False
+        return "a network-specific NAT64"
     address = unmapped(address)
-    return address.is_global and not address.is_multicast
+    if address.is_global and not address.is_multicast:
+        return None
+    if address.is_loopback:
+        return "a loopback"
+    if address.is_link_local:
+        return "a link-local"
+    if address.is_multicast:
+        return "a multicast"
+    if address.is_private:
+        return "a private"
+    return "a reserved"
 
 
-def validate_url(url: str, environment: str, allow_private_live: bool = False,
+def private_allowed(environment: str, allow_private_live: bool, allow_private_test: bool) -> bool:
+    """Whether the operator lets this environment's endpoints reach non-public addresses."""
+    return allow_private_live if environment == "live" else allow_private_test
+
+
+def validate_url(url: str, environment: str, allow_private_live: bool = False, allow_private_test: bool = False,
                  resolve=socket.getaddrinfo) -> str:
     """The URL if an endpoint of this environment may use it; otherwise raise WebhookError."""
     url = url.strip()
@@ -109,18 +143,18 @@ def validate_url(url: str, environment: str, allow_private_live: bool = False,
         raise WebhookError("the URL has no host")
     if parts.username is not None or parts.password is not None:
         raise WebhookError("the URL must not carry credentials; receivers authenticate by the signature")
-    if environment == "live" and not allow_private_live:
-        check_public_host(parts.hostname, port or 443, resolve)
+    if not private_allowed(environment, allow_private_live, allow_private_test):
+        check_public_host(parts.hostname, port or (443 if scheme == "https" else 80), resolve, environment)
     return url
 
 
 def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str, allow_private_live: bool = False,
-                 resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
+                 allow_private_test: bool = False, resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
     """Create or replace the organization's endpoint for an environment, with its audit event; return
     it and its new secret."""
     if environment not in ("test", "live"):
         raise WebhookError("environment must be test or live")
-    url = validate_url(url, environment, allow_private_live, resolve)
+    url = validate_url(url, environment, allow_private_live, allow_private_test, resolve)
     secret = new_secret()
     now = utcnow()
     try:
@@ -131,6 +165,7 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str
                                                   url=url, secret=secret, created_at=now, updated_at=now)
             else:
                 endpoint.url, endpoint.secret, endpoint.updated_at = url, secret, now
+                endpoint.next_secret, endpoint.overlap_ends_at = None, None  # a new secret ends any rotation
                 endpoint.status, endpoint.disabled_reason = "enabled", None
                 endpoint.save()
             audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
@@ -140,19 +175,76 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str
     return endpoint, secret
 
 
-def rotate_secret(organization_id: int, environment: str, *, actor: str) -> tuple[WebhookEndpoint, str]:
-    """Give the endpoint a new secret (used from the next attempt on), with its audit event; return it."""
+DEFAULT_OVERLAP_HOURS = 24
+MAX_OVERLAP_HOURS = 720  # 30 days
+
+
+def signing_secrets(secret: str, next_secret: str | None, overlap_ends_at: dt.datetime | None,
+                    now: dt.datetime) -> tuple[str, str | None]:
+    """The secret a delivery signs X-Service-Webhook-Signature with, and the one for -Signature-Next
+    (None outside a rotation's overlap); once the overlap ends the next secret is the only one."""
+    if not next_secret:
+        return secret, None
+    if overlap_ends_at is not None and now < overlap_ends_at:
+        return secret, next_secret
+    return next_secret, None
+
+
+def _settle(endpoint: WebhookEndpoint, now: dt.datetime) -> None:
+    """Store an overlap that has run out as over: its next secret becomes the secret."""
+    endpoint.secret, endpoint.next_secret = signing_secrets(endpoint.secret, endpoint.next_secret,
+                                                            endpoint.overlap_ends_at, now)
+    if endpoint.next_secret is None:
+        endpoint.overlap_ends_at = None
+
+
+def rotate_secret(organization_id: int, environment: str, *, actor: str,
+                  overlap_hours: float = DEFAULT_OVERLAP_HOURS) -> tuple[WebhookEndpoint, str]:
+    """Issue the endpoint a new secret, with its audit event; return it.
+
+    For `overlap_hours` deliveries carry signatures under both the current and the new secret, so the
+    receiver can deploy the new one first; then the new one is the only one (0: at once). A rotation
+    during an overlap replaces the next secret and starts the overlap again.
+    """
+    if not 0 <= overlap_hours <= MAX_OVERLAP_HOURS:
+        raise WebhookError(f"the overlap must be from 0 to {MAX_OVERLAP_HOURS} hours")
+    now = utcnow()
     with db.atomic():
         endpoint = endpoint_for(organization_id, environment)
         if endpoint is None:
             raise WebhookError(f"no webhook endpoint is set for {environment}")
+        _settle(endpoint, now)
         secret = new_secret()
-        (WebhookEndpoint.update(secret=secret, updated_at=utcnow())
-         .where(WebhookEndpoint.id == endpoint.id).execute())
-        endpoint.secret = secret
+        if overlap_hours:
+            endpoint.next_secret, endpoint.overlap_ends_at = secret, now + dt.timedelta(hours=overlap_hours)
+            details = {"overlap_ends_at": isoformat(endpoint.overlap_ends_at)}
+        else:
+            endpoint.secret, endpoint.next_secret, endpoint.overlap_ends_at = secret, None, None
+            details = {"overlap_ends_at": None}
+        endpoint.updated_at = now
+        endpoint.save(only=[WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at,
+                            WebhookEndpoint.updated_at])
         audit.record("endpoint.rotated", loggable_url(endpoint.url), actor=actor, organization=organization_id,
-                     environment=environment)
+                     environment=environment, details=details)
     return endpoint, secret
+
+
+def end_overlap(organization_id: int, environment: str, *, actor: str) -> WebhookEndpoint:
+    """End a rotation's overlap now, with its audit event: the new secret becomes the only one."""
+    now = utcnow()
+    with db.atomic():
+        endpoint = endpoint_for(organization_id, environment)
+        if endpoint is None:
+            raise WebhookError(f"no webhook endpoint is set for {environment}")
+        if not endpoint.next_secret or endpoint.overlap_ends_at <= now:
+            raise WebhookError(f"no secret rotation is in its overlap for {environment}")
+        endpoint.secret, endpoint.next_secret, endpoint.overlap_ends_at = endpoint.next_secret, None, None
+        endpoint.updated_at = now
+        endpoint.save(only=[WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at,
+                            WebhookEndpoint.updated_at])
+        audit.record("endpoint.overlap_ended", loggable_url(endpoint.url), actor=actor, organization=organization_id,
+                     environment=environment)
+    return endpoint
 
 
 def remove_endpoint(organization_id: int, environment: str, *, actor: str) -> WebhookEndpoint:

@@ -20,19 +20,27 @@ def sign(secret: str, event_id: str, timestamp: str, body: bytes) -> str:
     return "v1=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def signed_headers(secret: str, event_id: str, body: bytes, unix_seconds: int) -> dict[str, str]:
-    """The three X-Service-Webhook-* headers of one delivery attempt."""
+def signed_headers(secret: str, event_id: str, body: bytes, unix_seconds: int,
+                   next_secret: str | None = None) -> dict[str, str]:
+    """The X-Service-Webhook-* headers of one delivery attempt; during a rotation's overlap, also the
+    signature under the next secret (X-Service-Webhook-Signature-Next)."""
     timestamp = str(unix_seconds)
-    return {
+    headers = {
         "X-Service-Webhook-Id": event_id,
         "X-Service-Webhook-Timestamp": timestamp,
         "X-Service-Webhook-Signature": sign(secret, event_id, timestamp, body),
     }
+    if next_secret:
+        headers["X-Service-Webhook-Signature-Next"] = sign(next_secret, event_id, timestamp, body)
+    return headers
 
 
 def verify(secret: str, headers, body: bytes, tolerance: int = DEFAULT_TOLERANCE_SECONDS,
            now: float | None = None) -> str:
-    """Check a received delivery (headers: any mapping, body: the raw bytes); return the event id or raise InvalidSignature."""
+    """Check a received delivery (headers: any mapping, body: the raw bytes); return the event id or raise InvalidSignature.
+
+    Either signature may match: -Next carries the secret a rotation issued, before it becomes the only one.
+    """
     lowered = {str(name).lower(): value for name, value in headers.items()}
     event_id = lowered.get("x-service-webhook-id")
     timestamp = lowered.get("x-service-webhook-timestamp")
@@ -48,6 +56,8 @@ def verify(secret: str, headers, body: bytes, tolerance: int = DEFAULT_TOLERANCE
     if isinstance(body, str):
         body = body.encode()
     # Bytes, because compare_digest raises TypeError on a str with non-ASCII characters.
-    if not hmac.compare_digest(sign(secret, event_id, timestamp, body).encode(), signature.encode()):
+    expected = sign(secret, event_id, timestamp, body).encode()
+    candidates = (signature, lowered.get("x-service-webhook-signature-next") or "")
+    if not any([hmac.compare_digest(expected, candidate.encode()) for candidate in candidates]):  # both compared
         raise InvalidSignature("signature does not match")
     return event_id

@@ -80,6 +80,7 @@ def routes(app, secret: bytes) -> Workspace:
     """The workspace's part of the URL map (its pages answer HTML, outside the API's plugin)."""
     workspace = Workspace(accounts.Sessions(secret), secret,
                           allow_private_live=app.settings.webhook_allow_private_live,
+                          allow_private_test=app.settings.webhook_allow_private_test,
                           test_capacity=app.settings.test_capacity, serving_threads=app.settings.serving_threads,
                           workers=app.settings.workers)
 

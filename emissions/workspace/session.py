@@ -111,11 +111,13 @@ class Pages:
     sign-in throttle, the flash, and the settings the pages read."""
 
     def __init__(self, sessions: accounts.Sessions, secret: bytes, *, allow_private_live: bool = False,
+                 allow_private_test: bool = False,
                  test_capacity: int = 10_000, hasher=None, throttle=None, serving_threads: int = 8,
                  workers: int = 1):
         self.sessions = sessions
         self.secret = secret
         self.allow_private_live = allow_private_live
+        self.allow_private_test = allow_private_test
         self.test_capacity = test_capacity
         self.hasher = hasher or accounts.Hasher()
         self.throttle = throttle or accounts.SignInThrottle()

@@ -34,7 +34,8 @@ class WebhookPages(Pages):
                 with db.atomic():  # no secret made that is never shown: the flash joins the change
                     _, secret = webhook_endpoints.set_endpoint(org.id, environment, field(form, "url"),
                                                                actor=session.actor,
-                                                               allow_private_live=self.allow_private_live)
+                                                               allow_private_live=self.allow_private_live,
+                                                               allow_private_test=self.allow_private_test)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "rotate":
                 with db.atomic():  # as above
