@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import peewee as pw
 
+from . import jsoncodec
 from .db import db
 
 ENVIRONMENTS = ("test", "live")
@@ -378,7 +379,10 @@ class WebhookEvent(BaseModel):
     organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
     environment = pw.CharField(max_length=4)
     type = pw.CharField(max_length=40)
-    payload = pw.TextField()  # the exact body bytes sent, as UTF-8 text
+    # The exact body bytes sent, as UTF-8 text; '' for a skipped calculation event (migration 0012),
+    # whose body is rebuilt from its calculation when needed: read `payload`, not this.
+    stored_payload = pw.TextField(column_name="payload")
+    calculation_id = pw.CharField(max_length=36, null=True)  # a calculation.succeeded event's calculation
     created_at = TimestampField(default=utcnow)
     # pending | delivering | succeeded | failed | skipped (no endpoint when it happened)
     delivery_status = pw.CharField(max_length=12)
@@ -387,6 +391,20 @@ class WebhookEvent(BaseModel):
     locked_until = TimestampField(null=True)
     lock_token = pw.CharField(max_length=36, null=True)
     delivered_at = TimestampField(null=True)
+
+    @property
+    def payload(self) -> str:
+        """The exact body: as stored, or for a skipped calculation event rebuilt from the calculation."""
+        if self.stored_payload or self.calculation_id is None:
+            return self.stored_payload
+        body = Calculation.select(Calculation.body).where(Calculation.id == self.calculation_id).scalar()
+        return self.envelope(self.id, self.type, self.created_at, self.environment, body)
+
+    @staticmethod
+    def envelope(event_id: str, event_type: str, created_at: dt.datetime, environment: str, data_json: str) -> str:
+        """An event's body around its data (JSON text, kept byte for byte)."""
+        return jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
+                                "environment": environment, "data": jsoncodec.Raw(data_json)})
 
     def to_dict(self, attempts: list[dict] | None = None) -> dict:
         return {
@@ -403,12 +421,16 @@ class WebhookEvent(BaseModel):
         }
 
 
-# The only indexes of webhook_event besides its primary key (migration 0002): partial, holding just
-# the rows the delivery worker looks for, so that a skipped or delivered event enters no index.
-WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.next_attempt_at, name="webhook_event_pending")
+# The indexes of webhook_event (migrations 0002 and 0012): two partial ones holding just the rows the
+# delivery worker looks for, and the time order of the pages and commands that list events.
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.organization, WebhookEvent.environment,
+                                          WebhookEvent.next_attempt_at, name="webhook_event_due")
                        .where(WebhookEvent.delivery_status == "pending"))
 WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.locked_until, name="webhook_event_delivering")
                        .where(WebhookEvent.delivery_status == "delivering"))
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.organization, WebhookEvent.environment,
+                                          WebhookEvent.created_at, name="webhook_event_organization_created"))
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.created_at, name="webhook_event_created"))
 
 
 class WebhookAttempt(BaseModel):

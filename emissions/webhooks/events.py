@@ -26,20 +26,21 @@ class NewEvent(NamedTuple):
     type: str
     payload: str
     created_at: dt.datetime
+    calculation_id: str | None = None
 
 
 def new_event(organization_id: int, environment: str, event_type: str, data_json: str,
-              created_at: dt.datetime | None = None) -> NewEvent:
+              created_at: dt.datetime | None = None, calculation_id: str | None = None) -> NewEvent:
     """The event and its exact body, built before the outcome's transaction so that it stays short.
 
     `data_json` is the event's data as JSON text; `created_at` is the outcome's own moment when it
-    has one (a calculation's created_at).
+    has one (a calculation's created_at). `calculation_id` names the calculation whose stored body
+    is exactly `data_json`: a skipped event then keeps no copy of it (WebhookEvent.payload).
     """
     event_id = new_id()
     created_at = created_at or utcnow()
-    payload = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
-                               "environment": environment, "data": jsoncodec.Raw(data_json)})
-    return NewEvent(event_id, organization_id, environment, event_type, payload, created_at)
+    payload = WebhookEvent.envelope(event_id, event_type, created_at, environment, data_json)
+    return NewEvent(event_id, organization_id, environment, event_type, payload, created_at, calculation_id)
 
 
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
@@ -53,8 +54,9 @@ def record_event(organization_id: int, environment: str, event_type: str, data_j
 def recent_deliveries(organization_id: int | None = None, environment: str | None = None,
                       limit: int = 20) -> list[dict]:
     """The most recent events (newest first) with their delivery state and attempts."""
+    # Newest first through webhook_event_created, or _organization_created with an organization.
     query = (WebhookEvent.select(WebhookEvent, Organization.slug).join(Organization)
-             .order_by(WebhookEvent.created_at.desc(), WebhookEvent.id).limit(limit))
+             .order_by(WebhookEvent.created_at.desc(), WebhookEvent.id.desc()).limit(limit))
     if organization_id is not None:
         query = query.where(WebhookEvent.organization == organization_id)
     if environment is not None:
