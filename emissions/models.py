@@ -437,7 +437,7 @@ class WebhookAttempt(BaseModel):
     event = pw.ForeignKeyField(WebhookEvent, backref="attempts", on_delete="CASCADE")
     number = pw.IntegerField()
     url = pw.CharField(max_length=2048)
-    attempted_at = TimestampField(default=utcnow)
+    attempted_at = TimestampField(default=utcnow, index=True)  # migration 0012
     status_code = pw.IntegerField(null=True)
     latency_ms = pw.IntegerField(null=True)
     error = pw.CharField(max_length=500, null=True)
@@ -453,6 +453,16 @@ class WebhookAttempt(BaseModel):
             "error": self.error,
             "response_excerpt": self.response_excerpt,
         }
+
+    @classmethod
+    def last_of(cls, organization_id: int, environment: str) -> "WebhookAttempt | None":
+        """The organization's newest attempt in the environment: attempts read newest first through
+        webhook_attempt_attempted_at until one is the organization's (SQLite keeps a CROSS JOIN's
+        order; otherwise it would sort every attempt of the organization's events)."""
+        return (cls.select().join(WebhookEvent, pw.JOIN.CROSS)
+                .where((WebhookEvent.id == cls.event) & (WebhookEvent.organization == organization_id)
+                       & (WebhookEvent.environment == environment))
+                .order_by(cls.attempted_at.desc()).first())
 
 
 class User(BaseModel):

@@ -8,6 +8,8 @@
 - webhook_event_organization_created (organization_id, environment, created_at): the webhooks page
   (recent events, an endpoint's health, a calculation's events) and `webhook deliveries --org`.
 - webhook_event_created (created_at): `webhook deliveries`, `redeliver --since` and `prune`.
+- webhook_attempt_attempted_at (attempted_at): an endpoint's last attempt on the webhooks page,
+  read newest first instead of sorting every attempt.
 - calculation_id: the calculation a calculation.succeeded event carries. A skipped event (no
   enabled endpoint when it happened) stores an empty payload and is rebuilt from the calculation's
   stored body when it is shown or redelivered (webhooks.events.payload_of).
@@ -23,6 +25,7 @@ STATEMENTS = (
     " WHERE delivery_status = 'pending'",
     "CREATE INDEX webhook_event_organization_created ON webhook_event (organization_id, environment, created_at)",
     "CREATE INDEX webhook_event_created ON webhook_event (created_at)",
+    "CREATE INDEX webhook_attempt_attempted_at ON webhook_attempt (attempted_at)",
 )
 
 

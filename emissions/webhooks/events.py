@@ -13,7 +13,7 @@ import peewee as pw
 from .. import jsoncodec
 from .. import store
 from ..db import db
-from ..models import Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
+from ..models import ENVIRONMENTS, Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 from .endpoints import WebhookError, endpoint_for, endpoint_join
 
 
@@ -53,15 +53,22 @@ def record_event(organization_id: int, environment: str, event_type: str, data_j
 
 def recent_deliveries(organization_id: int | None = None, environment: str | None = None,
                       limit: int = 20) -> list[dict]:
-    """The most recent events (newest first) with their delivery state and attempts."""
-    # Newest first through webhook_event_created, or _organization_created with an organization.
-    query = (WebhookEvent.select(WebhookEvent, Organization.slug).join(Organization)
-             .order_by(WebhookEvent.created_at.desc(), WebhookEvent.id.desc()).limit(limit))
-    if organization_id is not None:
-        query = query.where(WebhookEvent.organization == organization_id)
-    if environment is not None:
-        query = query.where(WebhookEvent.environment == environment)
-    events = list(query)
+    """The most recent events (newest first) with their delivery state and attempts.
+
+    Read newest first through webhook_event_created, or with an organization through
+    webhook_event_organization_created once per environment: `limit` rows, however long the history.
+    """
+    def newest(condition) -> list[WebhookEvent]:
+        return list(WebhookEvent.select(WebhookEvent, Organization.slug).join(Organization)
+                    .where(condition).order_by(WebhookEvent.created_at.desc()).limit(limit))
+
+    if organization_id is None:
+        events = newest(True if environment is None else WebhookEvent.environment == environment)
+    else:
+        events = [event for name in ((environment,) if environment else ENVIRONMENTS)
+                  for event in newest((WebhookEvent.organization == organization_id)
+                                      & (WebhookEvent.environment == name))]
+    events = sorted(events, key=lambda event: (event.created_at, event.id), reverse=True)[:limit]
     attempts: dict[str, list[WebhookAttempt]] = {event.id: [] for event in events}
     if events:
         for attempt in (WebhookAttempt.select()
@@ -137,8 +144,10 @@ def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "
     condition = ((WebhookEvent.created_at >= since) & WebhookEvent.delivery_status.in_(list(statuses))
                  & pw.fn.EXISTS(enabled))
     if organization_id is not None:
-        condition &= WebhookEvent.organization == organization_id
-    if environment is not None:
+        # Both environments named, so that webhook_event_organization_created reads only the range.
+        condition &= ((WebhookEvent.organization == organization_id)
+                      & WebhookEvent.environment.in_([environment] if environment else list(ENVIRONMENTS)))
+    elif environment is not None:
         condition &= WebhookEvent.environment == environment
     return WebhookEvent.update(_requeue(utcnow())).where(condition).execute()
 
