@@ -10,7 +10,7 @@ Measured on each (in this process, the app called through WSGI without a socket)
 - the idle check (a claim that finds nothing) with 100,000 pending and no enabled endpoint;
 - `webhook deliveries` (newest 20, and --org), `redeliver --since` (the last minute) and `prune`
   with nothing to delete (the daily job of `serve`);
-- fresh POST p50/p99 under sustained writes with the WAL checkpointer running as in `serve`;
+- fresh POST p50/p99 under sustained writes (the WAL checkpointer runs throughout, as in `serve`);
 - bytes per calculation: the file's used pages (dbstat) over the calculations, by table.
 
 Usage: .venv/bin/python bench/scale.py [--small 10000] [--large 2000000] [--posts 2000]
@@ -62,8 +62,9 @@ def headers(key: str, idempotency_key: str) -> dict:
     return {"Authorization": f"Bearer {key}", "Idempotency-Key": idempotency_key}
 
 
-def build(path: Path, count: int) -> tuple[TestApp, str, dict]:
-    """The database of `count` calculations, written by POSTs; returns the app, the key and timings."""
+def build(path: Path, count: int) -> tuple[TestApp, str, dict, WalCheckpointer]:
+    """The database of `count` calculations, written by POSTs; returns the app, the key, timings and
+    the WAL checkpointer, running as in `serve` (the caller stops it)."""
     config = Config(database_url=f"sqlite:///{path}", test_capacity=10**9, rate_limit_per_second=10.0**9,
                     rate_limit_burst=10**9)
     client = TestApp(create_app(config))
@@ -81,14 +82,13 @@ def build(path: Path, count: int) -> tuple[TestApp, str, dict]:
     for number in range(count):
         client.post_json("/v1/emissions/logistics", body(number), headers=headers(key, f"build-{number}"), status=201)
     seconds = time.perf_counter() - started
-    checkpointer.stop()
     # A sample replayed through the API: the same key answers the stored calculation, byte for byte.
     for number in random.Random(1).sample(range(count), min(count, 200)):
         replay = client.post_json("/v1/emissions/logistics", body(number), headers=headers(key, f"build-{number}"),
                                   status=200)
         stored = client.get(f"/v1/calculations/{replay.json['id']}", headers=headers(key, "get"))
         assert replay.body == stored.body, number
-    return client, key, {"build_posts_per_second": round(count / seconds)}
+    return client, key, {"build_posts_per_second": round(count / seconds)}, checkpointer
 
 
 def bytes_per_calculation(path: Path, count: int) -> dict:
@@ -182,9 +182,7 @@ def measure(path: Path, client: TestApp, key: str, count: int, posts: int) -> di
     result["redeliver_since_ms"] = timed(lambda: webhook_events.redeliver_since(since, ("failed", "skipped")), 3)
     result["prune_nothing_to_delete_ms"] = timed(lambda: webhook_events.prune(dt.timedelta(days=30)), 3)
 
-    checkpointer = WalCheckpointer(db.obj).start()
     _, latencies = post_rate(client, key, "tail", posts)
-    checkpointer.stop()
     result["fresh_post_p50_ms"] = round(percentile(latencies, 0.50) * 1000, 2)
     result["fresh_post_p99_ms"] = round(percentile(latencies, 0.99) * 1000, 2)
     worker.close()
@@ -202,8 +200,9 @@ def main() -> int:
     results = {}
     for name, count in (("small", args.small), ("large", args.large)):
         path = directory / f"scale-{count}.sqlite3"
-        client, key, timings = build(path, count)
+        client, key, timings, checkpointer = build(path, count)
         results[name] = {"calculations": count, **timings, **measure(path, client, key, count, args.posts)}
+        checkpointer.stop()
         db.close()
         print(json.dumps({name: results[name]}), flush=True)
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -53,6 +53,7 @@ class WalCheckpointer:
 
     LIMIT_PAGES = 10_000  # about 40 MB of log
     TRUNCATE_WAIT_SECONDS = 2.0
+    SQLITE_DEFAULT_PAGES = 1000
 
     def __init__(self, database: pw.SqliteDatabase, interval: float = 0.1):
         self.database = database
@@ -66,8 +67,10 @@ class WalCheckpointer:
         return self
 
     def stop(self) -> None:
+        """Stop the thread; the connections checkpoint at commit again, as SQLite does by default."""
         self._stopping.set()
         self._thread.join()
+        self.database.pragma("wal_autocheckpoint", self.SQLITE_DEFAULT_PAGES, permanent=True)
 
     def connect(self) -> sqlite3.Connection:
         """The thread's own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction."""
