@@ -161,10 +161,7 @@ def measure(path: Path, client: TestApp, key: str, count: int, posts: int) -> di
     result["claim_ms_100_due"] = timed(lambda: worker._due_ids(models.utcnow(), 32))
     queue_due(down.id, DUE - 100)
     result["claim_ms_100000_due"] = timed(lambda: worker._due_ids(models.utcnow(), 32))
-    started = time.perf_counter()
-    leased = worker.claim(32)
-    result["claim_and_lease_ms_100000_due"] = round((time.perf_counter() - started) * 1000, 2)
-    assert len(leased) == 32
+    result["claim_and_lease_ms_100000_due"] = timed(lambda: worker.claim(32))  # each leases 32 more
 
     delivering = multiprocessing.get_context("spawn").Process(target=deliver_forever, args=(config.database_url,))
     delivering.start()
