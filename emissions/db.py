@@ -70,7 +70,11 @@ class WalCheckpointer:
         """Stop the thread; the connections checkpoint at commit again, as SQLite does by default."""
         self._stopping.set()
         self._thread.join()
-        self.database.pragma("wal_autocheckpoint", self.SQLITE_DEFAULT_PAGES, permanent=True)
+        if self.database.is_closed():  # for the connections opened from now on; none opened here at shutdown
+            self.database._pragmas = [*(pragma for pragma in self.database._pragmas if pragma[0] != "wal_autocheckpoint"),
+                                      ("wal_autocheckpoint", self.SQLITE_DEFAULT_PAGES)]
+        else:
+            self.database.pragma("wal_autocheckpoint", self.SQLITE_DEFAULT_PAGES, permanent=True)
 
     def connect(self) -> sqlite3.Connection:
         """The thread's own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction."""

@@ -67,3 +67,14 @@ def test_a_database_without_the_checkpointer_keeps_sqlites_own_checkpoint(tmp_pa
     database = open_database(f"sqlite:///{tmp_path / 'cli.sqlite3'}")
     assert database.execute_sql("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
     database.close()
+
+
+def test_stopped_after_its_connections_closed_it_opens_none_and_later_ones_checkpoint_at_commit(tmp_path):
+    database = open_database(f"sqlite:///{tmp_path / 'shutdown.sqlite3'}")
+    database.connect()
+    checkpointer = WalCheckpointer(database, interval=3600).start()
+    database.close()  # as serve closes its connections before stopping the thread
+    checkpointer.stop()
+    assert database.is_closed()
+    assert database.execute_sql("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    database.close()
