@@ -177,7 +177,8 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
         activity_date=activity_date, cargo_tonnes=cargo, distance_km=distance, activity_tkm=activity,
         emissions_kg=emissions, factor_id=factor.id, factor_version=factor.version, factor_value=factor.value,
         request_id=request_id, body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
-    event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at)
+    event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at,
+                                     calculation_id)
     try:
         store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
     except store.CapacityUsedUp:

@@ -40,13 +40,20 @@ class WalCheckpointer:
 
     By default the connection whose commit takes the log past 1000 pages copies the log into the
     database and syncs it, inside its request and while this process's writers queue behind it.
-    Here a thread does that every `interval` seconds with a PASSIVE checkpoint (it never blocks or
-    waits for anyone, and SQLite does the work with the GIL released, on another core: the thread
-    leaves the serving process's CPU, see affinity.release_this_thread), and the
-    request connections checkpoint themselves only past BACKSTOP_PAGES, should this thread fall behind.
+    Here the request connections never checkpoint (wal_autocheckpoint=0); a thread does it every
+    `interval` seconds with a PASSIVE checkpoint (it never blocks or waits for anyone, and SQLite
+    does the work with the GIL released, on another core: the thread leaves the serving process's
+    CPU, see affinity.release_this_thread). Readers may keep a PASSIVE checkpoint from reaching the
+    end of the log, which then keeps growing: past LIMIT_PAGES the thread runs a TRUNCATE checkpoint,
+    which waits (at most TRUNCATE_WAIT_SECONDS) for them and empties the file.
+
+    `emissions serve --workers N` runs one in each worker (a busy checkpoint is skipped, not
+    waited for); CLI processes run none and keep SQLite's own checkpoint at commit.
     """
 
-    BACKSTOP_PAGES = 10_000  # about 40 MB of log
+    LIMIT_PAGES = 10_000  # about 40 MB of log
+    TRUNCATE_WAIT_SECONDS = 2.0
+    SQLITE_DEFAULT_PAGES = 1000
 
     def __init__(self, database: pw.SqliteDatabase, interval: float = 0.1):
         self.database = database
@@ -55,26 +62,43 @@ class WalCheckpointer:
         self._thread = threading.Thread(target=self._run, name="wal-checkpoint", daemon=True)
 
     def start(self) -> "WalCheckpointer":
-        self.database.pragma("wal_autocheckpoint", self.BACKSTOP_PAGES, permanent=True)
+        self.database.pragma("wal_autocheckpoint", 0, permanent=True)  # every request connection
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop the thread; the connections checkpoint at commit again, as SQLite does by default."""
         self._stopping.set()
         self._thread.join()
+        if self.database.is_closed():  # for the connections opened from now on; none opened here at shutdown
+            self.database._pragmas = [*(pragma for pragma in self.database._pragmas if pragma[0] != "wal_autocheckpoint"),
+                                      ("wal_autocheckpoint", self.SQLITE_DEFAULT_PAGES)]
+        else:
+            self.database.pragma("wal_autocheckpoint", self.SQLITE_DEFAULT_PAGES, permanent=True)
+
+    def connect(self) -> sqlite3.Connection:
+        """The thread's own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction."""
+        return sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False,
+                               timeout=self.TRUNCATE_WAIT_SECONDS)
+
+    def checkpoint(self, connection: sqlite3.Connection) -> int:
+        """One round: PASSIVE, then TRUNCATE if the log is still past LIMIT_PAGES; the log's pages left."""
+        busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if log_pages > self.LIMIT_PAGES:
+            busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return max(log_pages, 0)
 
     def _run(self) -> None:
         affinity.release_this_thread()  # SQLite copies the pages with the GIL released: off the serving CPU
-        # Its own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction.
-        connection = sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False)
+        connection = self.connect()
         # On a full disk every round fails: the first is logged whole, then a count a minute.
         failures = outages.FailureLog(logging.getLogger("emissions.error"), "WAL checkpoint")
         try:
             while not self._stopping.wait(self.interval):
                 try:
-                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoint(connection)
                     failures.succeeded()
-                except sqlite3.Error as error:  # the next round tries again; the backstop still holds
+                except sqlite3.Error as error:  # the next round tries again
                     failures.failed(error)
         finally:
             connection.close()

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import peewee as pw
 
+from . import jsoncodec
 from .db import db
 
 ENVIRONMENTS = ("test", "live")
@@ -383,7 +384,10 @@ class WebhookEvent(BaseModel):
     organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
     environment = pw.CharField(max_length=4)
     type = pw.CharField(max_length=40)
-    payload = pw.TextField()  # the exact body bytes sent, as UTF-8 text
+    # The exact body bytes sent, as UTF-8 text; '' for a skipped calculation event (migration 0012),
+    # whose body is rebuilt from its calculation when needed: read `payload`, not this.
+    stored_payload = pw.TextField(column_name="payload")
+    calculation_id = pw.CharField(max_length=36, null=True)  # a calculation.succeeded event's calculation
     created_at = TimestampField(default=utcnow)
     # pending | delivering | succeeded | failed | skipped (no endpoint when it happened)
     delivery_status = pw.CharField(max_length=12)
@@ -392,6 +396,20 @@ class WebhookEvent(BaseModel):
     locked_until = TimestampField(null=True)
     lock_token = pw.CharField(max_length=36, null=True)
     delivered_at = TimestampField(null=True)
+
+    @property
+    def payload(self) -> str:
+        """The exact body: as stored, or for a skipped calculation event rebuilt from the calculation."""
+        if self.stored_payload or self.calculation_id is None:
+            return self.stored_payload
+        body = Calculation.select(Calculation.body).where(Calculation.id == self.calculation_id).scalar()
+        return self.envelope(self.id, self.type, self.created_at, self.environment, body)
+
+    @staticmethod
+    def envelope(event_id: str, event_type: str, created_at: dt.datetime, environment: str, data_json: str) -> str:
+        """An event's body around its data (JSON text, kept byte for byte)."""
+        return jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
+                                "environment": environment, "data": jsoncodec.Raw(data_json)})
 
     def to_dict(self, attempts: list[dict] | None = None) -> dict:
         return {
@@ -408,19 +426,23 @@ class WebhookEvent(BaseModel):
         }
 
 
-# The only indexes of webhook_event besides its primary key (migration 0002): partial, holding just
-# the rows the delivery worker looks for, so that a skipped or delivered event enters no index.
-WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.next_attempt_at, name="webhook_event_pending")
+# The indexes of webhook_event (migrations 0002 and 0012): two partial ones holding just the rows the
+# delivery worker looks for, and the time order of the pages and commands that list events.
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.organization, WebhookEvent.environment,
+                                          WebhookEvent.next_attempt_at, name="webhook_event_due")
                        .where(WebhookEvent.delivery_status == "pending"))
 WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.locked_until, name="webhook_event_delivering")
                        .where(WebhookEvent.delivery_status == "delivering"))
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.organization, WebhookEvent.environment,
+                                          WebhookEvent.created_at, name="webhook_event_organization_created"))
+WebhookEvent.add_index(WebhookEvent.index(WebhookEvent.created_at, name="webhook_event_created"))
 
 
 class WebhookAttempt(BaseModel):
     event = pw.ForeignKeyField(WebhookEvent, backref="attempts", on_delete="CASCADE")
     number = pw.IntegerField()
     url = pw.CharField(max_length=2048)
-    attempted_at = TimestampField(default=utcnow)
+    attempted_at = TimestampField(default=utcnow, index=True)  # migration 0012
     status_code = pw.IntegerField(null=True)
     latency_ms = pw.IntegerField(null=True)
     error = pw.CharField(max_length=500, null=True)
@@ -436,6 +458,16 @@ class WebhookAttempt(BaseModel):
             "error": self.error,
             "response_excerpt": self.response_excerpt,
         }
+
+    @classmethod
+    def last_of(cls, organization_id: int, environment: str) -> "WebhookAttempt | None":
+        """The organization's newest attempt in the environment: attempts read newest first through
+        webhook_attempt_attempted_at until one is the organization's (SQLite keeps a CROSS JOIN's
+        order; otherwise it would sort every attempt of the organization's events)."""
+        return (cls.select().join(WebhookEvent, pw.JOIN.CROSS)
+                .where((WebhookEvent.id == cls.event) & (WebhookEvent.organization == organization_id)
+                       & (WebhookEvent.environment == environment))
+                .order_by(cls.attempted_at.desc()).first())
 
 
 class User(BaseModel):

@@ -359,11 +359,13 @@ def add_to_period_rollups(customer_id: int, environment: str, mode: str, busines
 # --- webhook events (the outbox) ------------------------------------------------------------------
 
 # The event row, pending (due now) when the organization has an enabled endpoint for the
-# environment, skipped otherwise: one INSERT ... SELECT, by hand for the module's reason.
+# environment, skipped otherwise: one INSERT ... SELECT, by hand for the module's reason. A skipped
+# event of a calculation stores no body: the calculation's row holds it (WebhookEvent.payload).
 RECORD_EVENT = (
-    "INSERT INTO webhook_event (id, organization_id, environment, type, payload, created_at, delivery_status,"
-    " attempt_count, next_attempt_at)"
-    " SELECT ?, ?, ?, ?, ?, ?, CASE WHEN e.id IS NULL THEN 'skipped' ELSE 'pending' END, 0,"
+    "INSERT INTO webhook_event (id, organization_id, environment, type, payload, calculation_id, created_at,"
+    " delivery_status, attempt_count, next_attempt_at)"
+    " SELECT ?, ?, ?, ?, CASE WHEN e.id IS NULL AND ? IS NOT NULL THEN '' ELSE ? END, ?, ?,"
+    " CASE WHEN e.id IS NULL THEN 'skipped' ELSE 'pending' END, 0,"
     " CASE WHEN e.id IS NULL THEN NULL ELSE ? END"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN webhook_endpoint AS e ON e.organization_id = ? AND e.environment = ? AND e.status = 'enabled'"
@@ -373,8 +375,9 @@ RECORD_EVENT = (
 def insert_event(event) -> None:
     """Write a webhooks.events.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
     stored_at = WebhookEvent.created_at.db_value(event.created_at)
-    run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.payload,
-                       stored_at, stored_at, event.organization_id, event.environment))
+    run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.calculation_id,
+                       event.payload, event.calculation_id, stored_at, stored_at, event.organization_id,
+                       event.environment))
 
 
 

@@ -81,10 +81,11 @@ def _endpoint_secret(organization: models.Organization) -> str:
 def _outbox(organization: models.Organization) -> list[tuple[str, str, str]]:
     """(id, type, payload) of the organization's webhook events, oldest first."""
     event = models.WebhookEvent
-    rows = (event.select(event.id, event.type, event.payload)
+    rows = (event.select(event.id, event.type, event.created_at, event.environment, event.stored_payload,
+                         event.calculation_id)
             .where(event.organization == organization.id)
-            .order_by(event.created_at, event.id).tuples())
-    return list(rows)
+            .order_by(event.created_at, event.id))
+    return [(row.id, row.type, row.payload) for row in rows]
 
 
 def _delivery_headers(secret: str, event_id: str, body: bytes, unix_seconds: int) -> dict[str, str]:

@@ -77,7 +77,8 @@ def test_instances_migrating_a_new_postgres_schema_at_once_apply_each_migration_
 DROPPED_IN_0002 = {"calculation_organization_id", "calculation_customer_id", "calculation_factor_id",
                    "webhook_event_organization_id", "webhook_event_delivery_status",
                    "webhook_event_next_attempt_at"}
-PARTIAL_IN_0002 = {"webhook_event_pending": ("next_attempt_at", "pending"),
+# The partial indexes of due deliveries, as 0012 leaves them (it replaced 0002's webhook_event_pending).
+PARTIAL_INDEXES = {"webhook_event_due": ("organization_id, environment, next_attempt_at", "pending"),
                    "webhook_event_delivering": ("locked_until", "delivering")}
 
 
@@ -104,11 +105,14 @@ def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(
     # And the primary key, and the listing's two (0008, which also adds id and two columns to the customer's).
     assert {"calculation_created", "calculation_external_reference"} <= set(calculation)
     assert len(calculation) == 5
-    for name, (column, status) in PARTIAL_IN_0002.items():
+    for name, (column, status) in PARTIAL_INDEXES.items():
         definition = events[name].replace("::text", "")  # PostgreSQL: ((delivery_status)::text = '...'::text)
         assert f"({column}) WHERE " in definition
         assert f"delivery_status = '{status}'" in definition.replace("(", "").replace(")", "")
-    assert len(events) == 3  # the two partial indexes and the primary key
+    # The primary key, the two partial indexes and the time order of the pages and commands (0012).
+    assert set(events) - {"webhook_event_pkey", "sqlite_autoindex_webhook_event_1"} == {
+        *PARTIAL_INDEXES, "webhook_event_organization_created", "webhook_event_created"}
+    assert len(events) == 5
     database.close()
 
 
@@ -134,17 +138,29 @@ def plan(statement: str, params: tuple) -> str:
     return "\n".join(row[-1] for row in database.execute_sql("EXPLAIN QUERY PLAN " + statement, params))
 
 
-def assert_reads_webhook_events_by_the_partial_indexes(text: str) -> None:
-    assert "webhook_event_pending" in text and "webhook_event_delivering" in text, text
+def assert_reads_through_indexes(text: str) -> None:
+    """No table is read whole: on SQLite every table is SEARCHed, none SCANned (not even through an
+    index) and nothing is sorted in a temporary B-tree; on PostgreSQL no sequential scan."""
     if is_postgres():
-        assert "Seq Scan on webhook_event" not in text, text
-    else:  # every table is SEARCHed through an index, none SCANned (not even through an index)
+        assert "Seq Scan" not in text, text
+    else:
         assert not re.search(r"^SCAN (?!CONSTANT ROW)", text, re.M), text
+        assert "USE TEMP B-TREE" not in text, text
+
+
+def is_read(statement: str) -> bool:
+    return statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE", "WITH"))
 
 
 @pytest.mark.on_both
 def test_the_delivery_claim_reads_only_the_partial_indexes_of_due_events(config, acme, monkeypatch):
-    for number in range(200):  # no endpoint yet: skipped, in no index but the primary key
+    other = make_org("other")  # pending events and no enabled endpoint: the claim never reads them
+    models.WebhookEndpoint.create(organization=other, environment="test", url="http://127.0.0.1:9/hook",
+                                  secret=webhook_endpoints.new_secret())
+    for number in range(50):
+        webhook_events.record_event(other.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    models.WebhookEndpoint.update(status="disabled").where(models.WebhookEndpoint.organization == other.id).execute()
+    for number in range(200):  # no endpoint yet: skipped, in no index of due events
         webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
     webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
     event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", "{}")  # pending, due now
@@ -152,13 +168,24 @@ def test_the_delivery_claim_reads_only_the_partial_indexes_of_due_events(config,
     late = webhook_delivery.Deliverer(config, clock=lambda: event.created_at + dt.timedelta(minutes=1))
     try:
         idle = claim_statements(monkeypatch, early)
-        assert len(idle) == 1  # the idle poll: one read, nothing due yet
-        assert_reads_webhook_events_by_the_partial_indexes(plan(*idle[0]))
+        assert all(statement.lstrip().upper().startswith("SELECT") for statement, _ in idle)  # no write lock
+        # The enabled endpoints are read whole (at most two rows an organization); the events never.
+        plans = [plan(*sent) for sent in idle if '"webhook_event"' in sent[0]]
+        for text in plans:
+            assert_reads_through_indexes(text)
+        assert any("webhook_event_due" in text for text in plans) and any(
+            "webhook_event_delivering" in text for text in plans), plans
 
         busy = claim_statements(monkeypatch, late)
         [update] = [(s, p) for s, p in busy if s.lstrip().upper().startswith("UPDATE")]
-        assert_reads_webhook_events_by_the_partial_indexes(plan(*update))
+        for sent in busy:
+            if is_read(sent[0]) and '"webhook_event"' in sent[0]:
+                assert_reads_through_indexes(plan(*sent))
         assert models.WebhookEvent.get_by_id(event.id).delivery_status == "delivering"
+        # Only the update is inside the write transaction: BEGIN, UPDATE, COMMIT in a row.
+        kinds = [statement.split(None, 1)[0].upper() for statement, _ in busy]
+        begin = kinds.index("BEGIN")
+        assert kinds[begin:begin + 3] == ["BEGIN", "UPDATE", "COMMIT"], kinds
     finally:
         early.close()
         late.close()
@@ -177,6 +204,19 @@ def empty_database_url(request, tmp_path):
 
 
 ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
+
+
+def event_as_0001(org, data_json: str) -> models.WebhookEvent:
+    """An event written with the columns 0001 made (0012 adds calculation_id), as the service wrote them."""
+    event = webhook_events.new_event(org.id, "test", "calculation.succeeded", data_json)
+    endpoint = models.WebhookEndpoint.get_or_none(organization=org.id, environment="test")
+    models.WebhookEvent.insert(id=event.id, organization=org.id, environment="test", type=event.type,
+                               stored_payload=event.payload, created_at=event.created_at,
+                               delivery_status="pending" if endpoint else "skipped",
+                               next_attempt_at=event.created_at if endpoint else None).execute()
+    return models.WebhookEvent.select(*[field for field in models.WebhookEvent._meta.sorted_fields
+                                        if field.name != "calculation_id"]).where(
+        models.WebhookEvent.id == event.id).get()
 
 
 def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_database_url, monkeypatch):
@@ -198,12 +238,12 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
         activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor, factor_version=1,
         factor_value=factor.value, request_id=models.new_id(), body='{"id": "c"}')
-    skipped = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 1}')
+    skipped = event_as_0001(org, '{"n": 1}')
     # As 0001 knew an endpoint: set_endpoint also writes an audit event, whose table 0003 adds.
     models.WebhookEndpoint.create(organization=org, environment="test", url="http://127.0.0.1:9/hook",
                                   secret=webhook_endpoints.new_secret())
-    pending = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 2}')
-    leased = webhook_events.record_event(org.id, "test", "calculation.succeeded", '{"n": 3}')
+    pending = event_as_0001(org, '{"n": 2}')
+    leased = event_as_0001(org, '{"n": 3}')
     lease_ended = leased.created_at - dt.timedelta(seconds=1)
     (models.WebhookEvent.update(delivery_status="delivering", lock_token="lost", locked_until=lease_ended)
      .where(models.WebhookEvent.id == leased.id).execute())
@@ -211,7 +251,9 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
     def rows():
         columns = [field for field in models.Calculation._meta.sorted_fields if field.name not in ADDED_IN_0006]
         return ([c.__data__ for c in models.Calculation.select(*columns).order_by(models.Calculation.id)],
-                [e.__data__ for e in models.WebhookEvent.select().order_by(models.WebhookEvent.id)])
+                [e.__data__ for e in models.WebhookEvent.select(*[
+                    field for field in models.WebhookEvent._meta.sorted_fields if field.name != "calculation_id"])
+                 .order_by(models.WebhookEvent.id)])
 
     before = rows()
     assert migrations.run(database) == EVERY_MIGRATION[1:]

@@ -249,37 +249,61 @@ class Deliverer:
     def claim(self, limit: int) -> list[Claim]:
         """Take the lease on up to `limit` due deliveries whose endpoint is enabled."""
         now = self.clock()
-        token = new_id()
-        enabled = (WebhookEndpoint.select(WebhookEndpoint.id)
-                   .where(endpoint_join() & (WebhookEndpoint.status == "enabled")))
-        candidates = (WebhookEvent.select(WebhookEvent.id)
-                      .where(_due(now) & pw.fn.EXISTS(enabled))
-                      .order_by(WebhookEvent.next_attempt_at)
-                      .limit(limit))
-        if not candidates.exists():
+        candidates = self._due_ids(now, limit)
+        if not candidates:
             return []  # an idle poll reads only; it takes no write lock
-        if is_postgres():
-            candidates = candidates.for_update(skip_locked=True)
-        # The WHERE repeats the due condition: of two workers racing for a row, the second finds
-        # it already leased and updates nothing (PostgreSQL re-checks it after the first commits).
+        token = new_id()
+        # The write lock covers this UPDATE of at most `limit` rows by primary key. Its WHERE repeats
+        # the due condition: of two workers racing for a row, the second finds it already leased and
+        # updates nothing (PostgreSQL re-checks it after the first commits).
         with db.atomic():
             (WebhookEvent
              .update(delivery_status="delivering", lock_token=token, locked_until=now + self.lease)
              .where(WebhookEvent.id.in_(candidates) & _due(now))
              .execute())
         rows = (WebhookEvent
-                .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment,
-                        WebhookEvent.payload, WebhookEvent.attempt_count, WebhookEndpoint.url,
-                        WebhookEndpoint.secret, WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at)
+                .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment, WebhookEvent.type,
+                        WebhookEvent.created_at, WebhookEvent.stored_payload, WebhookEvent.calculation_id,
+                        WebhookEvent.attempt_count, WebhookEndpoint.url, WebhookEndpoint.secret,
+                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at)
                 .join(WebhookEndpoint, on=endpoint_join())
-                # The status names the partial index webhook_event_delivering (migration 0002); the
-                # rows just leased all have it, so the answer is the same as by the token alone.
-                .where((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.lock_token == token))
-                .order_by(WebhookEvent.next_attempt_at)
+                # By primary key: the candidates this worker leased (a rival may have taken some).
+                .where(WebhookEvent.id.in_(candidates) & (WebhookEvent.lock_token == token))
                 .objects())
+        order = {event_id: place for place, event_id in enumerate(candidates)}
+        rows = sorted(rows, key=lambda row: order[row.id])
+        # A skipped event queued again by redeliver carries no body: payload rebuilds it.
         return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
                       row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now))
                 for row in rows]
+
+    def _due_ids(self, now: dt.datetime, limit: int) -> list[str]:
+        """The ids of up to `limit` due deliveries of enabled endpoints, oldest due first; reads only.
+
+        Asked endpoint by endpoint through webhook_event_due (migration 0012): each reads at most
+        `limit` index entries however long its backlog, and pending events of an organization
+        without an enabled endpoint are never read.
+        """
+        found: list[tuple] = []
+        endpoints = list(WebhookEndpoint.select(WebhookEndpoint.organization, WebhookEndpoint.environment)
+                         .where(WebhookEndpoint.status == "enabled").tuples())
+        for organization_id, environment in endpoints:
+            found.extend(WebhookEvent.select(WebhookEvent.next_attempt_at, WebhookEvent.id)
+                         .where((WebhookEvent.organization == organization_id)
+                                & (WebhookEvent.environment == environment)
+                                & (WebhookEvent.delivery_status == "pending")
+                                & (WebhookEvent.next_attempt_at <= now))
+                         .order_by(WebhookEvent.next_attempt_at).limit(limit).tuples())
+        if endpoints:
+            # Leases that ran out (their worker died), through webhook_event_delivering.
+            enabled = set(endpoints)
+            found.extend((locked_until, event_id) for locked_until, event_id, organization_id, environment in
+                         WebhookEvent.select(WebhookEvent.locked_until, WebhookEvent.id, WebhookEvent.organization,
+                                             WebhookEvent.environment)
+                         .where((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.locked_until <= now))
+                         .order_by(WebhookEvent.locked_until).limit(limit).tuples()
+                         if (organization_id, environment) in enabled)
+        return [event_id for _, event_id in sorted(found)[:limit]]
 
     def send(self, claim: Claim) -> AttemptResult:
         """POST one signed attempt; never raises, every failure becomes the attempt's error."""

@@ -13,7 +13,7 @@ import peewee as pw
 from .. import jsoncodec
 from .. import store
 from ..db import db
-from ..models import Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
+from ..models import ENVIRONMENTS, Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 from .endpoints import WebhookError, endpoint_for, endpoint_join
 
 
@@ -26,20 +26,21 @@ class NewEvent(NamedTuple):
     type: str
     payload: str
     created_at: dt.datetime
+    calculation_id: str | None = None
 
 
 def new_event(organization_id: int, environment: str, event_type: str, data_json: str,
-              created_at: dt.datetime | None = None) -> NewEvent:
+              created_at: dt.datetime | None = None, calculation_id: str | None = None) -> NewEvent:
     """The event and its exact body, built before the outcome's transaction so that it stays short.
 
     `data_json` is the event's data as JSON text; `created_at` is the outcome's own moment when it
-    has one (a calculation's created_at).
+    has one (a calculation's created_at). `calculation_id` names the calculation whose stored body
+    is exactly `data_json`: a skipped event then keeps no copy of it (WebhookEvent.payload).
     """
     event_id = new_id()
     created_at = created_at or utcnow()
-    payload = jsoncodec.dumps({"id": event_id, "type": event_type, "created_at": isoformat(created_at),
-                               "environment": environment, "data": jsoncodec.Raw(data_json)})
-    return NewEvent(event_id, organization_id, environment, event_type, payload, created_at)
+    payload = WebhookEvent.envelope(event_id, event_type, created_at, environment, data_json)
+    return NewEvent(event_id, organization_id, environment, event_type, payload, created_at, calculation_id)
 
 
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
@@ -52,14 +53,22 @@ def record_event(organization_id: int, environment: str, event_type: str, data_j
 
 def recent_deliveries(organization_id: int | None = None, environment: str | None = None,
                       limit: int = 20) -> list[dict]:
-    """The most recent events (newest first) with their delivery state and attempts."""
-    query = (WebhookEvent.select(WebhookEvent, Organization.slug).join(Organization)
-             .order_by(WebhookEvent.created_at.desc(), WebhookEvent.id).limit(limit))
-    if organization_id is not None:
-        query = query.where(WebhookEvent.organization == organization_id)
-    if environment is not None:
-        query = query.where(WebhookEvent.environment == environment)
-    events = list(query)
+    """The most recent events (newest first) with their delivery state and attempts.
+
+    Read newest first through webhook_event_created, or with an organization through
+    webhook_event_organization_created once per environment: `limit` rows, however long the history.
+    """
+    def newest(condition) -> list[WebhookEvent]:
+        return list(WebhookEvent.select(WebhookEvent, Organization.slug).join(Organization)
+                    .where(condition).order_by(WebhookEvent.created_at.desc()).limit(limit))
+
+    if organization_id is None:
+        events = newest(True if environment is None else WebhookEvent.environment == environment)
+    else:
+        events = [event for name in ((environment,) if environment else ENVIRONMENTS)
+                  for event in newest((WebhookEvent.organization == organization_id)
+                                      & (WebhookEvent.environment == name))]
+    events = sorted(events, key=lambda event: (event.created_at, event.id), reverse=True)[:limit]
     attempts: dict[str, list[WebhookAttempt]] = {event.id: [] for event in events}
     if events:
         for attempt in (WebhookAttempt.select()
@@ -135,8 +144,10 @@ def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "
     condition = ((WebhookEvent.created_at >= since) & WebhookEvent.delivery_status.in_(list(statuses))
                  & pw.fn.EXISTS(enabled))
     if organization_id is not None:
-        condition &= WebhookEvent.organization == organization_id
-    if environment is not None:
+        # Both environments named, so that webhook_event_organization_created reads only the range.
+        condition &= ((WebhookEvent.organization == organization_id)
+                      & WebhookEvent.environment.in_([environment] if environment else list(ENVIRONMENTS)))
+    elif environment is not None:
         condition &= WebhookEvent.environment == environment
     return WebhookEvent.update(_requeue(utcnow())).where(condition).execute()
 
