@@ -209,7 +209,9 @@ ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
 def event_as_0001(org, data_json: str) -> models.WebhookEvent:
     """An event written with the columns 0001 made (0012 adds calculation_id), as the service wrote them."""
     event = webhook_events.new_event(org.id, "test", "calculation.succeeded", data_json)
-    endpoint = models.WebhookEndpoint.get_or_none(organization=org.id, environment="test")
+    endpoint = (models.WebhookEndpoint.select(models.WebhookEndpoint.id)  # the columns 0001 made
+                .where((models.WebhookEndpoint.organization == org.id) & (models.WebhookEndpoint.environment == "test"))
+                .first())
     models.WebhookEvent.insert(id=event.id, organization=org.id, environment="test", type=event.type,
                                stored_payload=event.payload, created_at=event.created_at,
                                delivery_status="pending" if endpoint else "skipped",

@@ -26,7 +26,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import outages
 from ..config import Config
-from ..db import db, is_postgres
+from ..db import db
 from ..models import WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 from .endpoints import (WebhookError, check_public_host, endpoint_join, loggable_url, must_be_public, non_public_kind,
                         private_allowed, signing_secrets)
