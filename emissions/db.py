@@ -43,9 +43,11 @@ class WalCheckpointer:
     Here the request connections never checkpoint (wal_autocheckpoint=0); a thread does it every
     `interval` seconds with a PASSIVE checkpoint (it never blocks or waits for anyone, and SQLite
     does the work with the GIL released, on another core: the thread leaves the serving process's
-    CPU, see affinity.release_this_thread). Readers may keep a PASSIVE checkpoint from reaching the
-    end of the log, which then keeps growing: past LIMIT_PAGES the thread runs a TRUNCATE checkpoint,
-    which waits (at most TRUNCATE_WAIT_SECONDS) for them and empties the file.
+    CPU, see affinity.release_this_thread). A log copied whole is started again by the next writer,
+    which cuts the file back to LIMIT_PAGES (journal_size_limit). Readers may keep a PASSIVE
+    checkpoint from reaching the end of the log, which then keeps growing: past LIMIT_PAGES the thread
+    runs a TRUNCATE checkpoint, which waits (at most TRUNCATE_WAIT_SECONDS) for them and empties the
+    file; writers queue meanwhile, so it runs only then.
 
     `emissions serve --workers N` runs one in each worker (a busy checkpoint is skipped, not
     waited for); CLI processes run none and keep SQLite's own checkpoint at commit.
@@ -63,6 +65,8 @@ class WalCheckpointer:
 
     def start(self) -> "WalCheckpointer":
         self.database.pragma("wal_autocheckpoint", 0, permanent=True)  # every request connection
+        # A log copied whole is started again by the next writer, which then cuts the file back to this.
+        self.database.pragma("journal_size_limit", self.LIMIT_PAGES * 4096, permanent=True)
         self._thread.start()
         return self
 
@@ -84,7 +88,9 @@ class WalCheckpointer:
     def checkpoint(self, connection: sqlite3.Connection) -> int:
         """One round: PASSIVE, then TRUNCATE if the log is still past LIMIT_PAGES; the log's pages left."""
         busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        if log_pages > self.LIMIT_PAGES:
+        # A log copied whole is started again by the next writer: only one that readers kept from
+        # being copied, and that is past the limit, is worth making writers wait for.
+        if log_pages > self.LIMIT_PAGES and copied < log_pages:
             busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return max(log_pages, 0)
 
