@@ -111,13 +111,15 @@ def analytics_json(organization_id: int, environment: str, reference: str, start
         for dates in (months, before, after):
             params += (day(dates[0]), day(dates[1]), *customer)
         rows = store.run(PERIOD, params).fetchall()
-    return _analytics_text(environment, reference, tuple(store.CustomerWithRollup(*row) for row in rows), start, end)
+    return _analytics_text(environment, reference, tuple(rows), start, end)
 
 
 @lru_cache(maxsize=1024)
 def _analytics_text(environment: str, reference: str, rows: tuple, start: dt.date | None,
                     end: dt.date | None) -> str | None:
-    """The answer made from the rows alone: the one made from the same rows is reused."""
+    """The answer made from the rows alone: the one made from the same rows is reused (so the rows are
+    named only when no answer is kept for them)."""
+    rows = [store.CustomerWithRollup(*row) for row in rows]
     own = [row for row in rows if row.name is not None]
     if not own:
         return None
