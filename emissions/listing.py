@@ -36,6 +36,11 @@ POSITION = "SELECT {} FROM {{}} WHERE id = ? AND organization_id = ? AND environ
     ", ".join(Position._fields))
 
 
+def _day_after(day: dt.date) -> dt.datetime:
+    """The first moment after the day (the last day a date can name ends at the last moment Python has)."""
+    return dt.datetime.max if day == dt.date.max else _midnight(day) + dt.timedelta(days=1)
+
+
 def _midnight(day: dt.date) -> dt.datetime:
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
 
@@ -56,8 +61,7 @@ def page_statement(organization_id: int, environment: str, query: dict, cursor: 
             ("activity_to", "activity_date <= ?", Calculation.activity_date.db_value),
             ("created_from", "created_at >= ?", lambda day: Calculation.created_at.db_value(_midnight(day))),
             # inclusive: the whole day, UTC
-            ("created_to", "created_at < ?",
-             lambda day: Calculation.created_at.db_value(_midnight(day) + dt.timedelta(days=1)))):
+            ("created_to", "created_at < ?", lambda day: Calculation.created_at.db_value(_day_after(day)))):
         if name in query:
             conditions.append(condition)
             params.append(value(query[name]))

@@ -19,7 +19,7 @@ from . import csvfile
 from . import customers
 from . import jsoncodec
 from . import periods
-from .models import Calculation, Factor, isoformat, utcnow
+from .models import Calculation, Factor, ShipmentHub, isoformat, utcnow
 
 SIX_PLACES = Decimal("0.000001")
 STANDARD = "ISO 14083:2023"
@@ -47,12 +47,26 @@ def _in_period(customer_id: int, start: dt.date | None, end: dt.date | None):
     return condition
 
 
+def _hubs_in_period(customer_id: int, start: dt.date | None, end: dt.date | None):
+    condition = ShipmentHub.customer == customer_id
+    if start is not None:
+        condition &= ShipmentHub.activity_date >= start
+    if end is not None:
+        condition &= ShipmentHub.activity_date <= end
+    return condition
+
+
 def factors_used(customer_id: int, start: dt.date | None, end: dt.date | None) -> list[dict]:
-    """Each factor version the period's calculations used: its lineage, publication and how many used it."""
+    """Each factor version the period's calculations and shipment hubs used: its lineage, publication
+    and how many used it (hub_count for a HUB factor)."""
     counts = dict(Calculation.select(Calculation.factor, pw.fn.COUNT(Calculation.id))
                   .where(_in_period(customer_id, start, end)).group_by(Calculation.factor).tuples())
-    used = sorted(Factor.select().where(Factor.id.in_(list(counts))), key=lambda f: (f.reference, f.version))
-    return [{**factor.lineage(), "publication": factor.publication, "calculation_count": counts[factor.id]}
+    hub_counts = dict(ShipmentHub.select(ShipmentHub.factor, pw.fn.COUNT(ShipmentHub.id))
+                      .where(_hubs_in_period(customer_id, start, end)).group_by(ShipmentHub.factor).tuples())
+    used = sorted(Factor.select().where(Factor.id.in_([*counts, *hub_counts])),
+                  key=lambda f: (f.reference, f.version))
+    return [{**factor.lineage(), "publication": factor.publication, "calculation_count": counts.get(factor.id, 0),
+             **({"hub_count": hub_counts[factor.id]} if factor.id in hub_counts else {})}
             for factor in used]
 
 
@@ -80,6 +94,7 @@ def statement(organization_id: int, environment: str, reference: str, start: dt.
         "by_mode": {mode: {**totals, "intensity": intensity(totals["emissions"]["value"], totals["activity"]["value"])}
                     for mode, totals in analytics["by_mode"].items()},
         "by_business_context": analytics["by_business_context"],
+        **({"hubs": analytics["hubs"]} if "hubs" in analytics else {}),
         "by_month": analytics["by_month"],
         "first_activity_date": analytics["first_activity_date"],
         "last_activity_date": analytics["last_activity_date"],

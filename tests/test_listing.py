@@ -158,3 +158,13 @@ def test_sqlite_reads_each_filter_through_an_index_in_the_lists_order(app, acme,
     assert not [step for step in plan if step.startswith("SCAN") or "TEMP B-TREE" in step], plan
     if cursor is not None and name != "created":
         assert "(created_at,id)<(?,?)" in reading[0], plan  # the page starts where the index seeks, not after a walk
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("path", ["/v1/calculations", "/v1/shipments"])
+def test_the_last_and_first_days_a_date_can_name_are_answered(client, acme, clock, path):
+    made = make_calculations(client, acme, clock, 1) if path == "/v1/calculations" else []
+    for query in ("created_to=9999-12-31", "created_from=0001-01-01&created_to=9999-12-31",
+                  "activity_from=0001-01-01&activity_to=9999-12-31"):
+        response = client.get(f"{path}?{query}", headers=acme.headers())
+        assert [item["id"] for item in response.json["data"]] == [body["id"] for body in made]

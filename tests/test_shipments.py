@@ -408,3 +408,18 @@ def test_analytics_verify_recounts_the_hubs_and_rebuild_repairs_them(client, acm
     assert analytics["hubs"]["emissions"]["value"] == 26
     assert analytics["emissions"]["value"] == sum(mode["emissions"]["value"] for mode in
                                                   analytics["by_mode"].values()) + analytics["hubs"]["emissions"]["value"]
+
+
+@pytest.mark.on_both
+def test_a_statement_counts_the_hubs_so_that_its_parts_add_up_to_its_totals(client, acme, library):
+    client.post_json("/v1/shipments", worked_example(), headers=acme.headers("stmt"), status=201)
+    statement = client.get("/v1/customers/cust-1/statement?from=2026-03-01&to=2026-03-31",
+                           headers=acme.headers()).json
+    from tests.test_openapi import check_response
+    check_response(client.get("/v1/customers/cust-1/statement", headers=acme.headers()),
+                   "/customers/{customerReference}/statement", "GET")
+    parts = [totals["emissions"]["value"] for totals in statement["by_mode"].values()]
+    assert sum(Decimal(str(value)) for value in parts) + Decimal(str(statement["hubs"]["emissions"]["value"])) \
+        == Decimal(str(statement["totals"]["emissions"]["value"]))
+    terminal = [factor for factor in statement["factors"] if factor["reference"] == TERMINAL]
+    assert terminal and terminal[0]["hub_count"] == 1 and terminal[0]["calculation_count"] == 0
