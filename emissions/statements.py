@@ -38,31 +38,22 @@ def intensity(emissions: Decimal, activity: Decimal) -> dict:
     return {"value": value, "unit": "kgCO2e/tkm"}
 
 
-def _in_period(customer_id: int, start: dt.date | None, end: dt.date | None):
-    condition = Calculation.customer == customer_id
+def _in_period(model, customer_id: int, start: dt.date | None, end: dt.date | None):
+    """The customer's rows of `model` (calculations or shipment hubs) with an activity date in start..end."""
+    condition = model.customer == customer_id
     if start is not None:
-        condition &= Calculation.activity_date >= start
+        condition &= model.activity_date >= start
     if end is not None:
-        condition &= Calculation.activity_date <= end
-    return condition
-
-
-def _hubs_in_period(customer_id: int, start: dt.date | None, end: dt.date | None):
-    condition = ShipmentHub.customer == customer_id
-    if start is not None:
-        condition &= ShipmentHub.activity_date >= start
-    if end is not None:
-        condition &= ShipmentHub.activity_date <= end
+        condition &= model.activity_date <= end
     return condition
 
 
 def factors_used(customer_id: int, start: dt.date | None, end: dt.date | None) -> list[dict]:
     """Each factor version the period's calculations and shipment hubs used: its lineage, publication
     and how many used it (hub_count for a HUB factor)."""
-    counts = dict(Calculation.select(Calculation.factor, pw.fn.COUNT(Calculation.id))
-                  .where(_in_period(customer_id, start, end)).group_by(Calculation.factor).tuples())
-    hub_counts = dict(ShipmentHub.select(ShipmentHub.factor, pw.fn.COUNT(ShipmentHub.id))
-                      .where(_hubs_in_period(customer_id, start, end)).group_by(ShipmentHub.factor).tuples())
+    counts, hub_counts = (dict(model.select(model.factor, pw.fn.COUNT(model.id))
+                               .where(_in_period(model, customer_id, start, end)).group_by(model.factor).tuples())
+                          for model in (Calculation, ShipmentHub))
     used = sorted(Factor.select().where(Factor.id.in_([*counts, *hub_counts])),
                   key=lambda f: (f.reference, f.version))
     return [{**factor.lineage(), "publication": factor.publication, "calculation_count": counts.get(factor.id, 0),
@@ -115,7 +106,7 @@ def calculation_rows(organization_id: int, environment: str, reference: str, sta
     if customer is None:
         return
     query = (Calculation.select(Calculation.body, Factor.name, Factor.source).join(Factor)
-             .where(_in_period(customer.id, start, end))
+             .where(_in_period(Calculation, customer.id, start, end))
              .order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
     for body, factor_name, factor_source in query.iterator():
         calculation = jsoncodec.loads(body)
