@@ -375,17 +375,24 @@ def cli_json(*argv) -> dict:
     return json.loads(out.getvalue())
 
 
-@contextlib.contextmanager
-def serving(tmp_path, monkeypatch, *argv, **env):
-    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
-    factor; yields (process, url, key). Killed at the end if still running."""
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'served.sqlite3'}")
+def seed_through_cli(path: Path, monkeypatch) -> str:
+    """Point DATABASE_URL at a new SQLite file and make, with the CLI, an org, a customer and a factor;
+    return a calculate key."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{path}")
     cli_json("migrate")
     cli_json("org", "create", "--name", "Acme", "--slug", "acme")
     key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
     cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
     cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
              "--name", "Road", "--source", "Test")
+    return key
+
+
+@contextlib.contextmanager
+def serving(tmp_path, monkeypatch, *argv, **env):
+    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
+    factor; yields (process, url, key). Killed at the end if still running."""
+    key = seed_through_cli(tmp_path / "served.sqlite3", monkeypatch)
     port = free_port()
     process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,

@@ -16,7 +16,7 @@ import requests
 from emissions import db as db_setup
 from emissions import models
 from emissions import outages
-from conftest import EMISSIONS, LiveServer, cli_json, free_port, logistics_body, post_calculation
+from conftest import EMISSIONS, LiveServer, cli_json, free_port, logistics_body, post_calculation, seed_through_cli
 
 UNAVAILABLE = {"code": "INTERNAL_ERROR", "message": "The service is temporarily unavailable; retry after a few seconds."}
 
@@ -82,13 +82,7 @@ def test_a_read_only_database_file_is_a_503_and_healthz_names_it_until_it_is_wri
 def test_a_full_disk_is_a_503_healthz_says_so_at_once_and_both_recover(tmp_path, monkeypatch):
     """The server runs with a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): its SQLite files cannot
     grow past it, as on a full disk. Raising the limit is freeing the disk."""
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'full.sqlite3'}")
-    cli_json("migrate")
-    cli_json("org", "create", "--name", "Acme", "--slug", "acme")
-    key = cli_json("key", "create", "--org", "acme", "--env", "test", "--scopes", "emissions:calculate")["key"]
-    cli_json("customer", "create", "--org", "acme", "--env", "test", "--reference", "cust-1", "--name", "C")
-    cli_json("factor", "create", "--reference", "road-default", "--mode", "ROAD", "--value", "0.12522",
-             "--name", "Road", "--source", "Test")
+    key = seed_through_cli(tmp_path / "full.sqlite3", monkeypatch)
     limit = os.path.getsize(tmp_path / "full.sqlite3") + 64 * 1024
 
     def limited():

@@ -15,6 +15,7 @@ from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.workspace import insights
 from conftest import make_org, post_calculation, record_statements
+from test_migrations import plan
 
 pytestmark = pytest.mark.on_both
 
@@ -28,17 +29,6 @@ def statements_of(monkeypatch, action) -> list[tuple[str, tuple]]:
     finally:
         monkeypatch.setattr(models.db.obj, "cursor", original)
     return log
-
-
-def plan(statement: str, params: tuple) -> str:
-    """SQLite's EXPLAIN QUERY PLAN, or PostgreSQL's EXPLAIN with sequential scans priced out (a
-    test's tables are small enough that a scan would win anyway)."""
-    database = models.db.obj
-    if isinstance(database, pw.PostgresqlDatabase):
-        with database.atomic():
-            database.execute_sql("SET LOCAL enable_seqscan = off")
-            return "\n".join(row[0] for row in database.execute_sql("EXPLAIN " + statement, params))
-    return "\n".join(row[-1] for row in database.execute_sql("EXPLAIN QUERY PLAN " + statement, params))
 
 
 def assert_reads_no_history(statement: str, params: tuple) -> None:
