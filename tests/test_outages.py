@@ -16,7 +16,7 @@ import requests
 from emissions import db as db_setup
 from emissions import models
 from emissions import outages
-from conftest import EMISSIONS, LiveServer, cli_json, free_port, logistics_body, post_calculation, seed_through_cli
+from conftest import EMISSIONS, LiveServer, free_port, logistics_body, post_calculation, seed_through_cli
 
 UNAVAILABLE = {"code": "INTERNAL_ERROR", "message": "The service is temporarily unavailable; retry after a few seconds."}
 
