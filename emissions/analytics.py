@@ -6,10 +6,8 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Callable, Iterator, NamedTuple
 
-from . import jsoncodec
 from . import store
 from .db import EXACT_SUM, db, is_postgres
 from .models import HUB, Calculation, Customer, CustomerPeriodRollup, CustomerRollup, Organization, ShipmentHub, customer_view
@@ -53,21 +51,6 @@ def find_with_analytics(organization_id: int, environment: str, reference: str) 
     """The customer with this reference and its analytics, as the API shows it, or None, in one statement."""
     rows = store.customer_with_rollups(organization_id, environment, reference)
     return _analytics_view(environment, reference, rows) if rows else None
-
-
-def analytics_json(organization_id: int, environment: str, reference: str) -> str | None:
-    """find_with_analytics() as the JSON text the API answers, or None.
-
-    The rows are read every time; the text is a function of them alone, so the one made from the
-    same rows is reused: it cannot differ from what they would give.
-    """
-    rows = store.customer_with_rollups(organization_id, environment, reference)
-    return _analytics_text(environment, reference, tuple(rows)) if rows else None
-
-
-@lru_cache(maxsize=1024)
-def _analytics_text(environment: str, reference: str, rows: tuple) -> str:
-    return jsoncodec.dumps(_analytics_view(environment, reference, rows))
 
 
 def _analytics_view(environment: str, reference: str, rows: list[store.CustomerWithRollup]) -> dict:

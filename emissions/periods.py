@@ -35,16 +35,8 @@ _PERIOD_ROWS = (
 )
 _IN_RANGE = " AND p.activity_date >= ? AND p.activity_date <= ?"
 
-# The customer, its lifetime rollup rows (as store.FIND_WITH_ROLLUPS) and every month row.
-LIFETIME = (
-    "SELECT c.id, c.name, c.status, c.country_code, r.mode, r.business_context, r.calculation_count,"
-    " r.activity_tkm, r.emissions_kg, r.first_activity_date, r.last_activity_date,"
-    " r.emissions_ttw_kg, r.emissions_wtt_kg"
-    " FROM customer AS c"
-    " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.environment = c.environment"
-    " WHERE c.organization_id = ? AND c.environment = ? AND c.reference = ?"
-    " UNION ALL " + _PERIOD_ROWS.format(span="month", dates="")
-)
+# The customer, its lifetime rollup rows and every month row.
+LIFETIME = store.FIND_WITH_ROLLUPS + " UNION ALL " + _PERIOD_ROWS.format(span="month", dates="")
 
 
 def _edge(aggregate: str) -> str:

@@ -121,7 +121,7 @@ def test_october_counts_only_october(client, acme, shipped):
 @pytest.mark.on_both
 def test_the_lifetime_answer_is_todays_with_period_and_by_month_added(client, acme, shipped):
     response = client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
-    before = customer_analytics.analytics_json(acme.org.id, "test", "cust-1")  # the answer before issue 22
+    before = jsoncodec.dumps(customer_analytics.find_with_analytics(acme.org.id, "test", "cust-1"))  # without by_month
     assert before.endswith("}}")
     assert response.text.startswith(before[:-2] + ',"period":{"from":null,"to":null},"by_month":[')
     assert jsoncodec.loads(response.body)["analytics"] == expected_analytics(shipped, None, None)
