@@ -356,6 +356,9 @@ class WebhookEndpoint(BaseModel):
     overlap_ends_at = TimestampField(null=True)
     status = pw.CharField(max_length=16, default="enabled")  # enabled | disabled
     disabled_reason = pw.CharField(max_length=200, null=True)
+    # Known down (0014): since when its receiver stopped answering, and when the next probe may go out.
+    down_since = TimestampField(null=True)
+    down_until = TimestampField(null=True)
     created_at = TimestampField(default=utcnow)
     updated_at = TimestampField(default=utcnow)
 
@@ -370,6 +373,8 @@ class WebhookEndpoint(BaseModel):
             "url": self.url,
             "status": self.status,
             "disabled_reason": self.disabled_reason,
+            "down_since": isoformat(self.down_since),
+            "next_probe_at": isoformat(self.down_until) if self.down_since else None,
             "overlap_ends_at": (isoformat(self.overlap_ends_at)
                                 if self.next_secret and self.overlap_ends_at > utcnow() else None),
             "created_at": isoformat(self.created_at),

@@ -8,6 +8,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,8 +24,8 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
-from conftest import logistics_body, make_customer, make_key, post_calculation
-from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
+from conftest import logistics_body, make_customer, make_key, post_calculation, record_statements
+from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, utcnow
 from webhook_receiver import Receiver, documented_verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -210,7 +211,9 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     receiver = Receiver(statuses=[500, 500, 500])
     endpoint(acme, receiver.url)
     post_calculation(client, acme, status=201)
-    worker = deliverer(config.with_(webhook_retry_schedule=(0, 0)))
+    # A stopped clock: the endpoint's probe (after as long as it has been down) is due at once too.
+    clock = Clock()
+    worker = deliverer(config.with_(webhook_retry_schedule=(0, 0)), clock=clock)
     assert worker.run_once() == {"succeeded": 0, "pending": 2, "failed": 1, "lease-lost": 0}
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
@@ -218,6 +221,7 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     assert webhook_events.redeliver(event.id).delivery_status == "pending"
     again = webhook_events.redeliver(event.id)  # already pending: stays so, due now
     assert (again.delivery_status, again.attempt_count) == ("pending", 0)
+    clock.now = utcnow()
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     receiver.close()
@@ -270,10 +274,10 @@ def test_a_receiver_that_is_down_then_up_gets_every_event(client, config, acme):
     post_calculation(client, acme, "idem-failed", status=422, activity_date="2024-06-30")
     clock = Clock()
     worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock)
-    assert worker.run_once()["pending"] == 4
+    assert worker.run_once()["pending"] == 4  # one round: each is attempted once
     assert {a.error for a in WebhookAttempt.select()} == {"connection refused"}
     clock.advance(5)
-    assert worker.run_once()["pending"] == 4
+    assert worker.run_once()["pending"] == 1  # the endpoint is down: one probe
 
     receiver.listen()
     clock.advance(300)
@@ -282,6 +286,116 @@ def test_a_receiver_that_is_down_then_up_gets_every_event(client, config, acme):
     receiver.close()
     assert sorted(r.event_id for r in receiver.received) == sorted(e.id for e in WebhookEvent.select())
     assert all(r.headers["X-Service-Webhook-Signature"] == by_hand(secret, r) for r in receiver.received)
+    assert WebhookEndpoint.get().down_since is None
+
+
+def queue(persona, count: int) -> list[str]:
+    """`count` events for the persona's test endpoint, due one after another; their ids in that order."""
+    ids = []
+    for number in range(count):
+        event = webhook_events.record_event(persona.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+        WebhookEvent.update(next_attempt_at=utcnow() - dt.timedelta(minutes=60 - number)).where(
+            WebhookEvent.id == event.id).execute()
+        ids.append(event.id)
+    return ids
+
+
+def attempts_by_event() -> dict[str, int]:
+    counted = collections.Counter(attempt.event_id for attempt in WebhookAttempt.select())
+    return {event.id: counted[event.id] for event in WebhookEvent.select()}
+
+
+@pytest.mark.on_both
+def test_a_down_endpoint_gets_one_probe_at_a_time_and_its_other_deliveries_wait_unattempted(config, acme):
+    receiver = Receiver(listening=False)
+    endpoint(acme, receiver.url)
+    ids = queue(acme, 12)
+    clock = Clock()
+    started = clock.now
+    worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock, threads=4)
+
+    assert worker.run_once() == {"succeeded": 0, "pending": 4, "failed": 0, "lease-lost": 0}
+    stored = WebhookEndpoint.get()
+    assert (stored.down_since, stored.down_until) == (started, started + dt.timedelta(seconds=5))
+    assert WebhookEndpoint.get().to_dict()["next_probe_at"] == isoformat(started + dt.timedelta(seconds=5))
+    # The other eight were not attempted: no attempt recorded, none counted, still due as they were.
+    assert attempts_by_event() == {event_id: int(place < 4) for place, event_id in enumerate(ids)}
+    assert all(event.attempt_count == attempts_by_event()[event.id] for event in WebhookEvent.select())
+    assert {event.delivery_status for event in WebhookEvent.select()} == {"pending"}
+
+    clock.advance(4.9)
+    assert sum(worker.run_once().values()) == 0  # known down until its probe time
+    clock.advance(0.1)
+    assert worker.run_once()["pending"] == 1  # the probe: the oldest due delivery
+    assert attempts_by_event()[ids[4]] == 1 and sum(attempts_by_event().values()) == 5
+    assert WebhookEndpoint.get().down_until == clock.now + dt.timedelta(seconds=5)  # down for 5 s so far
+    clock.advance(5)
+    assert worker.run_once()["pending"] == 1
+    assert WebhookEndpoint.get().down_until == clock.now + dt.timedelta(seconds=10)  # probes thin out
+    assert all(event.attempt_count == attempts_by_event()[event.id] for event in WebhookEvent.select())
+
+    receiver.listen()
+    clock.advance(10)
+    assert worker.run_once()["succeeded"] == 12
+    worker.close()
+    receiver.close()
+    assert sorted(r.event_id for r in receiver.received) == sorted(ids)
+    assert (WebhookEndpoint.get().down_since, WebhookEndpoint.get().down_until) == (None, None)
+    assert all(event.attempt_count == attempts_by_event()[event.id] for event in WebhookEvent.select())
+
+
+@pytest.mark.on_both
+def test_a_receiver_back_from_an_outage_gets_its_backlog_in_order_of_due_time(config, acme):
+    receiver = Receiver(listening=False)
+    endpoint(acme, receiver.url)
+    ids = queue(acme, 6)
+    clock = Clock()
+    worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock, threads=1)
+    assert worker.run_once()["pending"] == 1  # the first is attempted, then the endpoint is down
+    due = [event.id for event in WebhookEvent.select().order_by(WebhookEvent.next_attempt_at)]
+    assert due == ids[1:] + ids[:1]
+
+    receiver.listen()
+    clock.advance(5)
+    assert worker.run_once()["succeeded"] == 6
+    worker.close()
+    receiver.close()
+    assert [r.event_id for r in receiver.received] == due
+
+
+@pytest.mark.on_both
+def test_a_round_of_attempts_is_recorded_in_one_write_transaction(monkeypatch, config, acme, globex):
+    down, up = Receiver(listening=False), Receiver()
+    endpoint(acme, down.url)
+    endpoint(globex, up.url)
+    queue(acme, 3)
+    queue(globex, 5)
+    sent: list[str] = []
+    record_statements(monkeypatch, lambda statement, params: sent.append(statement))
+    worker = deliverer(config, threads=8)
+    assert worker.run_once() == {"succeeded": 5, "pending": 3, "failed": 0, "lease-lost": 0}
+    worker.close()
+    down.close()
+    up.close()
+    transactions = " ".join(sent).split("BEGIN")[1:]
+    writes = [t for t in transactions if re.search(r"\b(INSERT|UPDATE)\b", t)]
+    assert len(writes) == 2  # the claim, then the round's eight attempts
+    assert writes[1].count('INSERT INTO "webhook_attempt"') == 8
+    assert len(up.received) == 5 and WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id).down_since
+
+
+@pytest.mark.on_both
+def test_an_answer_from_the_receiver_application_keeps_the_endpoint_up(config, acme):
+    receiver = Receiver(statuses=[400, 503])
+    endpoint(acme, receiver.url)
+    ids = queue(acme, 2)
+    worker = deliverer(config, threads=2)
+    assert worker.run_once()["pending"] == 2
+    worker.close()
+    receiver.close()
+    assert sorted(a.status_code for a in WebhookAttempt.select()) == [400, 503]
+    assert WebhookEndpoint.get().down_since is None  # a 400 is about the event, and the receiver is up
+    assert sorted(r.event_id for r in receiver.received) == sorted(ids)
 
 
 @pytest.mark.on_both
@@ -501,7 +615,7 @@ def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_ope
     worker.close()
     worker = deliverer(strict, resolve=lambda host, port, type=0: [
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))])  # rebinding: public, then loopback
-    WebhookEvent.update(next_attempt_at=utcnow()).execute()
+    webhook_events.redeliver(WebhookEvent.get().id)  # retried now: the endpoint is probed now
     assert worker.run_once()["pending"] == 1
     worker.close()
     assert receiver.received == []
@@ -511,7 +625,7 @@ def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_ope
     assert second.error.startswith("refused: the connection reached a loopback address; test endpoints")
 
     worker = deliverer(config)  # the allowance on: the same endpoint is delivered to
-    WebhookEvent.update(next_attempt_at=utcnow()).execute()
+    webhook_events.redeliver(WebhookEvent.get().id)
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     assert len(receiver.received) == 1

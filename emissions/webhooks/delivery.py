@@ -5,6 +5,12 @@ worker died) is claimed again, so delivery is at least once.
 Outbound HTTP goes through guarded urllib3 connections: each attempt has a wall-clock deadline,
 and an endpoint's peer must be a public address however DNS answers at connect time (unless the
 operator allows private ones for its environment).
+
+A receiver that is down is not hammered: when every attempt of a round to an endpoint fails
+without an answer from its application (no connection, a time-out, a 5xx or 429), the endpoint is
+marked down until a probe time that grows with the outage (ENDPOINT_PROBE_MAX_SECONDS at most).
+Until then the claim takes none of its deliveries, and then only the oldest due one; the rest wait
+as they are, their attempt counts untouched, and follow in order of due time once it answers.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import logging
 import socket
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -33,6 +39,7 @@ from .endpoints import (WebhookError, check_public_host, endpoint_join, loggable
 from .signing import signed_headers
 
 RESPONSE_EXCERPT_BYTES = 1000
+ENDPOINT_PROBE_MAX_SECONDS = 300
 USER_AGENT = "emissions-webhooks/1"
 
 log = logging.getLogger("emissions.webhooks")
@@ -51,6 +58,7 @@ class Claim:
     url: str
     secret: str
     next_secret: str | None = None  # during a rotation's overlap: signed as X-Service-Webhook-Signature-Next
+    down_since: dt.datetime | None = None  # the endpoint's outage as claimed: this delivery is its probe
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,11 @@ class AttemptResult:
     @property
     def succeeded(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
+
+    @property
+    def receiver_down(self) -> bool:
+        """No answer from the receiver's application: it says nothing about this event in particular."""
+        return self.status_code is None or self.status_code >= 500 or self.status_code == 429
 
 
 def _storable(text: str | None, limit: int) -> str | None:
@@ -241,6 +254,9 @@ class Deliverer:
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stopping = threading.Event()
+        # Endpoints (organization, environment) whose receiver failed an attempt of a round not yet
+        # recorded: not claimed meanwhile, so free threads do not pile more attempts on a dead host.
+        self._failing: set[tuple[int, str]] = set()
         # A failed run (tick) is logged whole the first time, then one line a minute, then the recovery.
         self.failures = outages.FailureLog(log, "webhook delivery run")
 
@@ -265,7 +281,7 @@ class Deliverer:
                 .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment, WebhookEvent.type,
                         WebhookEvent.created_at, WebhookEvent.stored_payload, WebhookEvent.calculation_id,
                         WebhookEvent.attempt_count, WebhookEndpoint.url, WebhookEndpoint.secret,
-                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at)
+                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at, WebhookEndpoint.down_since)
                 .join(WebhookEndpoint, on=endpoint_join())
                 # By primary key: the candidates this worker leased (a rival may have taken some).
                 .where(WebhookEvent.id.in_(candidates) & (WebhookEvent.lock_token == token))
@@ -274,7 +290,8 @@ class Deliverer:
         rows = sorted(rows, key=lambda row: order[row.id])
         # A skipped event queued again by redeliver carries no body: payload rebuilds it.
         return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
-                      row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now))
+                      row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now),
+                      row.down_since)
                 for row in rows]
 
     def _due_ids(self, now: dt.datetime, limit: int) -> list[str]:
@@ -282,28 +299,37 @@ class Deliverer:
 
         Asked endpoint by endpoint through webhook_event_due (migration 0012): each reads at most
         `limit` index entries however long its backlog, and pending events of an organization
-        without an enabled endpoint are never read.
+        without an enabled endpoint are never read. An endpoint known down is skipped until its
+        probe time, and then gives one delivery, its oldest due: the probe.
         """
-        found: list[tuple] = []
-        endpoints = list(WebhookEndpoint.select(WebhookEndpoint.organization, WebhookEndpoint.environment)
-                         .where(WebhookEndpoint.status == "enabled").tuples())
-        for organization_id, environment in endpoints:
-            found.extend(WebhookEvent.select(WebhookEvent.next_attempt_at, WebhookEvent.id)
-                         .where((WebhookEvent.organization == organization_id)
-                                & (WebhookEvent.environment == environment)
-                                & (WebhookEvent.delivery_status == "pending")
-                                & (WebhookEvent.next_attempt_at <= now))
-                         .order_by(WebhookEvent.next_attempt_at).limit(limit).tuples())
+        endpoints = {(organization_id, environment): down_since is not None
+                     for organization_id, environment, down_since in
+                     WebhookEndpoint.select(WebhookEndpoint.organization, WebhookEndpoint.environment,
+                                            WebhookEndpoint.down_since)
+                     .where((WebhookEndpoint.status == "enabled")
+                            & (WebhookEndpoint.down_until.is_null() | (WebhookEndpoint.down_until <= now)))
+                     .tuples()
+                     if (organization_id, environment) not in self._failing}
+        found: dict[tuple, list[tuple]] = {key: [] for key in endpoints}
+        for (organization_id, environment), probing in endpoints.items():
+            found[organization_id, environment].extend(
+                WebhookEvent.select(WebhookEvent.next_attempt_at, WebhookEvent.id)
+                .where((WebhookEvent.organization == organization_id)
+                       & (WebhookEvent.environment == environment)
+                       & (WebhookEvent.delivery_status == "pending")
+                       & (WebhookEvent.next_attempt_at <= now))
+                .order_by(WebhookEvent.next_attempt_at).limit(1 if probing else limit).tuples())
         if endpoints:
             # Leases that ran out (their worker died), through webhook_event_delivering.
-            enabled = set(endpoints)
-            found.extend((locked_until, event_id) for locked_until, event_id, organization_id, environment in
-                         WebhookEvent.select(WebhookEvent.locked_until, WebhookEvent.id, WebhookEvent.organization,
-                                             WebhookEvent.environment)
-                         .where((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.locked_until <= now))
-                         .order_by(WebhookEvent.locked_until).limit(limit).tuples()
-                         if (organization_id, environment) in enabled)
-        return [event_id for _, event_id in sorted(found)[:limit]]
+            for locked_until, event_id, organization_id, environment in (
+                    WebhookEvent.select(WebhookEvent.locked_until, WebhookEvent.id, WebhookEvent.organization,
+                                        WebhookEvent.environment)
+                    .where((WebhookEvent.delivery_status == "delivering") & (WebhookEvent.locked_until <= now))
+                    .order_by(WebhookEvent.locked_until).limit(limit).tuples()):
+                if (organization_id, environment) in found:
+                    found[organization_id, environment].append((locked_until, event_id))
+        due = [row for key, rows in found.items() for row in sorted(rows)[:1 if endpoints[key] else limit]]
+        return [event_id for _, event_id in sorted(due)[:limit]]
 
     def send(self, claim: Claim) -> AttemptResult:
         """POST one signed attempt; never raises, every failure becomes the attempt's error."""
@@ -340,8 +366,30 @@ class Deliverer:
                              _storable(excerpt, RESPONSE_EXCERPT_BYTES))
 
     def complete(self, claim: Claim, result: AttemptResult) -> str:
-        """Record the attempt and move the delivery on; return its new status."""
+        """Record one attempt and move its delivery on; return its new status."""
+        return self.record([(claim, result)])[0]
+
+    def record(self, outcomes: list[tuple[Claim, AttemptResult]]) -> list[str]:
+        """Record a round's attempts in one write transaction; return each delivery's new status.
+
+        Each delivery moves on by its own schedule. Each endpoint of the round is marked up when its
+        receiver answered any attempt, and down (until its next probe) when it answered none.
+        """
         now = self.clock()
+        recorded = []
+        with db.atomic():
+            for claim, result in outcomes:
+                recorded.append(self._record_one(claim, result, now))
+            self._mark_endpoints(outcomes, now)
+        self._failing -= {(claim.organization_id, claim.environment) for claim, _ in outcomes}
+        for (claim, result), (number, status) in zip(outcomes, recorded):
+            log.info("delivery attempt", extra={"fields": {
+                "event_id": claim.event_id, "attempt": number, "url": loggable_url(claim.url),
+                "status_code": result.status_code, "latency_ms": result.latency_ms, "error": result.error,
+                "delivery_status": status}})
+        return [status for _, status in recorded]
+
+    def _record_one(self, claim: Claim, result: AttemptResult, now: dt.datetime) -> tuple[int, str]:
         attempt_count = claim.attempt_count + 1
         changes = {"attempt_count": attempt_count, "lock_token": None, "locked_until": None}
         if result.succeeded:
@@ -351,30 +399,53 @@ class Deliverer:
         else:
             changes.update(delivery_status="pending",
                            next_attempt_at=now + dt.timedelta(seconds=self.schedule[attempt_count - 1]))
-        with db.atomic():
-            number = (WebhookAttempt.select(pw.fn.COALESCE(pw.fn.MAX(WebhookAttempt.number), 0))
-                      .where(WebhookAttempt.event == claim.event_id).scalar()) + 1
-            WebhookAttempt.create(event=claim.event_id, number=number, url=claim.url,
-                                  attempted_at=result.attempted_at, status_code=result.status_code,
-                                  latency_ms=result.latency_ms, error=result.error,
-                                  response_excerpt=result.response_excerpt)
-            # Only the lease holder moves the delivery on; a worker that lost its lease just reports.
-            held = (WebhookEvent.update(**changes)
-                    .where((WebhookEvent.id == claim.event_id) & (WebhookEvent.lock_token == claim.lock_token))
-                    .execute())
-            if held and result.status_code == 410:
+        number = (WebhookAttempt.select(pw.fn.COALESCE(pw.fn.MAX(WebhookAttempt.number), 0))
+                  .where(WebhookAttempt.event == claim.event_id).scalar()) + 1
+        WebhookAttempt.create(event=claim.event_id, number=number, url=claim.url,
+                              attempted_at=result.attempted_at, status_code=result.status_code,
+                              latency_ms=result.latency_ms, error=result.error,
+                              response_excerpt=result.response_excerpt)
+        # Only the lease holder moves the delivery on; a worker that lost its lease just reports.
+        held = (WebhookEvent.update(**changes)
+                .where((WebhookEvent.id == claim.event_id) & (WebhookEvent.lock_token == claim.lock_token))
+                .execute())
+        if held and result.status_code == 410:
+            (WebhookEndpoint
+             .update(status="disabled", updated_at=now,
+                     disabled_reason=f"the receiver answered 410 Gone at {isoformat(now)}")
+             .where(self._endpoint_of(claim))
+             .execute())
+        return number, changes["delivery_status"] if held else "lease-lost"
+
+    @staticmethod
+    def _endpoint_of(claim: Claim):
+        """The endpoint the claim was sent to, if it still has that URL (a new URL is a new receiver)."""
+        return ((WebhookEndpoint.organization == claim.organization_id)
+                & (WebhookEndpoint.environment == claim.environment) & (WebhookEndpoint.url == claim.url))
+
+    def _mark_endpoints(self, outcomes: list[tuple[Claim, AttemptResult]], now: dt.datetime) -> None:
+        """Mark each endpoint of the round up or down, one UPDATE each.
+
+        Down: the next probe waits as long as the outage has lasted so far, at least the first retry
+        step and at most ENDPOINT_PROBE_MAX_SECONDS, so probes thin out while a receiver stays down.
+        """
+        by_endpoint: dict[tuple, list[tuple[Claim, AttemptResult]]] = {}
+        for claim, result in outcomes:
+            by_endpoint.setdefault((claim.organization_id, claim.environment, claim.url), []).append((claim, result))
+        for group in by_endpoint.values():
+            claim = group[0][0]
+            if all(result.receiver_down for _, result in group):
+                down_since = min((c.down_since for c, _ in group if c.down_since is not None), default=now)
+                wait_seconds = min(max(self.schedule[0] if self.schedule else 0, (now - down_since).total_seconds()),
+                                   ENDPOINT_PROBE_MAX_SECONDS)
                 (WebhookEndpoint
-                 .update(status="disabled", updated_at=now,
-                         disabled_reason=f"the receiver answered 410 Gone at {isoformat(now)}")
-                 .where((WebhookEndpoint.organization == claim.organization_id)
-                        & (WebhookEndpoint.environment == claim.environment)
-                        & (WebhookEndpoint.url == claim.url))
+                 .update(down_since=down_since, down_until=now + dt.timedelta(seconds=wait_seconds))
+                 .where(self._endpoint_of(claim) & (WebhookEndpoint.status == "enabled"))
                  .execute())
-        status = changes["delivery_status"] if held else "lease-lost"
-        log.info("delivery attempt", extra={"fields": {
-            "event_id": claim.event_id, "attempt": number, "url": loggable_url(claim.url), "status_code": result.status_code,
-            "latency_ms": result.latency_ms, "error": result.error, "delivery_status": status}})
-        return status
+            else:
+                (WebhookEndpoint.update(down_since=None, down_until=None)
+                 .where(self._endpoint_of(claim) & WebhookEndpoint.down_since.is_null(False))
+                 .execute())
 
     # Running.
 
@@ -383,23 +454,32 @@ class Deliverer:
 
         A claim takes only as many deliveries as there are free threads, and while some are in
         flight the free threads keep polling: one slow receiver holds one thread, not the others.
+        A claim's round is recorded in one write transaction once all its attempts have ended.
         """
         counts = {"succeeded": 0, "pending": 0, "failed": 0, "lease-lost": 0}
-        in_flight: dict = {}
+        rounds: list[list[tuple[Claim, Future]]] = []
         opened = db.is_closed()
         if opened:
             db.connect()
         try:
             while True:
-                free = self.threads - len(in_flight)  # below 0 when PostgreSQL's claim returned extra rows
+                running = [future for round_ in rounds for _, future in round_ if not future.done()]
+                free = self.threads - len(running)  # below 0 when PostgreSQL's claim returned extra rows
                 if free > 0 and not self._stopping.is_set():
-                    for claim in self.claim(min(free, self.batch_size)):
-                        in_flight[self._pool.submit(self.send, claim)] = claim
-                if not in_flight:
+                    claims = self.claim(min(free, self.batch_size))
+                    if claims:
+                        rounds.append([(claim, self._pool.submit(self.send, claim)) for claim in claims])
+                        running += [future for _, future in rounds[-1]]
+                if not rounds:
                     break
-                done, _ = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
-                for future in done:
-                    counts[self.complete(in_flight.pop(future), future.result())] += 1
+                if running:
+                    wait(running, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
+                self._failing |= {(claim.organization_id, claim.environment) for round_ in rounds
+                                  for claim, future in round_ if future.done() and future.result().receiver_down}
+                for round_ in [round_ for round_ in rounds if all(future.done() for _, future in round_)]:
+                    rounds.remove(round_)
+                    for status in self.record([(claim, future.result()) for claim, future in round_]):
+                        counts[status] += 1
         finally:
             if opened:
                 db.close()

@@ -167,6 +167,7 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str
                 endpoint.url, endpoint.secret, endpoint.updated_at = url, secret, now
                 endpoint.next_secret, endpoint.overlap_ends_at = None, None  # a new secret ends any rotation
                 endpoint.status, endpoint.disabled_reason = "enabled", None
+                endpoint.down_since, endpoint.down_until = None, None  # a receiver set anew is tried at once
                 endpoint.save()
             audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
                          environment=environment)

@@ -101,11 +101,17 @@ def redeliver(event_id: str) -> WebhookEvent:
     endpoint = endpoint_for(event.organization_id, event.environment)
     if endpoint is None or endpoint.status != "enabled":
         raise WebhookError(f"no enabled webhook endpoint for the event's organization ({event.environment})")
-    updated = (WebhookEvent.update(_requeue(utcnow()))
-               .where((WebhookEvent.id == event_id) & (WebhookEvent.delivery_status == event.delivery_status))
-               .execute())
-    if not updated:
-        raise WebhookError(f"event {event_id} changed meanwhile; try again")
+    now = utcnow()
+    with db.atomic():
+        updated = (WebhookEvent.update(_requeue(now))
+                   .where((WebhookEvent.id == event_id) & (WebhookEvent.delivery_status == event.delivery_status))
+                   .execute())
+        if not updated:
+            raise WebhookError(f"event {event_id} changed meanwhile; try again")
+        # Asked for now: an endpoint known down is probed now instead of at its next probe time.
+        (WebhookEndpoint.update(down_until=now)
+         .where((WebhookEndpoint.id == endpoint.id) & WebhookEndpoint.down_since.is_null(False))
+         .execute())
     return WebhookEvent.get_by_id(event_id)
 
 
