@@ -551,14 +551,16 @@ def cmd_webhook_deliveries(args, config):
         raise CommandError(f"--limit must be at least 1 and at most {MAX_DELIVERIES_LISTED}")
     org_id = organization(args.org).id if args.org else None
     rows = webhook_events.recent_deliveries(org_id, args.env, args.limit)
-    lines = []
+    down = webhook_endpoints.down_endpoints(org_id, args.env)
+    lines = [f"endpoint {row['organization']}/{row['environment']} {row['url']} is down since {row['down_since']}: "
+             f"next probe at {row['next_probe_at']}; its other due deliveries wait, no attempt used" for row in down]
     for row in rows:
         lines.append(f"{row['created_at']}  {row['event_id']}  {row['type']}  {row['organization']}/"
                      f"{row['environment']}  {row['delivery_status']}  attempts={row['attempt_count']}")
         for attempt in row["attempts"]:
             lines.append(f"    #{attempt['number']} {attempt['attempted_at']}  "
                          f"{attempt['status_code'] or '-'}  {attempt['latency_ms']} ms  {attempt['error'] or ''}")
-    emit(args, {"deliveries": rows}, "\n".join(lines) or "no webhook events")
+    emit(args, {"deliveries": rows, "endpoints_down": down}, "\n".join(lines) or "no webhook events")
 
 
 def cmd_webhook_redeliver(args, config):

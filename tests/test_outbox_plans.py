@@ -11,6 +11,7 @@ import peewee as pw
 import pytest
 
 from emissions import models
+from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.workspace import insights
@@ -120,3 +121,31 @@ def test_the_webhooks_page_reads_only_what_it_shows(monkeypatch, history, acme):
     [event] = insights.events_of(acme.org.id, "test", row)
     assert event.delivery_status == "skipped" and event.stored_payload == ""
     assert json.loads(event.payload)["data"] == history[0]
+
+
+def test_recording_a_round_and_probing_a_down_endpoint_read_through_indexes(monkeypatch, config, acme):
+    for number in range(40):  # before the endpoint: skipped, never read by the claim
+        webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
+    for number in range(20):
+        webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
+    now = [models.utcnow()]
+    worker = webhook_delivery.Deliverer(config, clock=lambda: now[0], threads=4)
+    try:
+        sent = statements_of(monkeypatch, worker.run_once)  # a round of four refused: the endpoint is down
+        now[0] += dt.timedelta(seconds=5)
+        sent += statements_of(monkeypatch, worker.run_once)  # its probe
+    finally:
+        worker.close()
+    assert models.WebhookAttempt.select().count() == 5
+    assert reads(sent)
+    for statement in reads(sent):
+        assert_reads_no_history(*statement)
+    marks = [(s, p) for s, p in sent if s.lstrip().startswith('UPDATE "webhook_endpoint"')]
+    assert len(marks) == 2  # down after the round, down for longer after the probe
+    for statement, params in marks:
+        text = plan(statement, params)
+        if isinstance(models.db.obj, pw.PostgresqlDatabase):
+            assert "Seq Scan" not in text, text
+        else:
+            assert "SEARCH webhook_endpoint USING INDEX" in text, text

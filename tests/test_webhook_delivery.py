@@ -306,7 +306,8 @@ def attempts_by_event() -> dict[str, int]:
 
 
 @pytest.mark.on_both
-def test_a_down_endpoint_gets_one_probe_at_a_time_and_its_other_deliveries_wait_unattempted(config, acme):
+def test_a_down_endpoint_gets_one_probe_at_a_time_and_its_other_deliveries_wait_unattempted(config, acme, ok,
+                                                                                             emissions):
     receiver = Receiver(listening=False)
     endpoint(acme, receiver.url)
     ids = queue(acme, 12)
@@ -333,6 +334,14 @@ def test_a_down_endpoint_gets_one_probe_at_a_time_and_its_other_deliveries_wait_
     assert worker.run_once()["pending"] == 1
     assert WebhookEndpoint.get().down_until == clock.now + dt.timedelta(seconds=10)  # probes thin out
     assert all(event.attempt_count == attempts_by_event()[event.id] for event in WebhookEvent.select())
+    # What the operator sees.
+    assert ok("webhook", "deliveries", "--org", "acme", "--limit", "1")["endpoints_down"] == [{
+        "organization": "acme", "environment": "test", "url": receiver.url, "down_since": isoformat(started),
+        "next_probe_at": isoformat(clock.now + dt.timedelta(seconds=10))}]
+    assert ok("webhook", "show", "--org", "acme", "--env", "test")["next_probe_at"] == isoformat(
+        clock.now + dt.timedelta(seconds=10))
+    status, out, _ = emissions("webhook", "deliveries", "--limit", "1")
+    assert status == 0 and out.startswith(f"endpoint acme/test {receiver.url} is down since {isoformat(started)}: ")
 
     receiver.listen()
     clock.advance(10)

@@ -12,6 +12,7 @@ import jwt
 import pytest
 from webtest import TestApp
 
+from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions import workspace
@@ -844,6 +845,24 @@ def test_setting_a_webhook_shows_its_secret_once_after_a_redirect(client, acme_u
     assert (stored.secret, stored.next_secret) == (secret, new)
     by_ops = AuditEvent.select().where(AuditEvent.actor == "user:ops@acme.example").order_by(AuditEvent.id)
     assert [event.action for event in by_ops] == ["endpoint.set", "endpoint.rotated"]
+
+
+def test_the_webhooks_page_says_when_the_endpoint_is_down_and_retry_now_probes_it_at_once(client, config, acme_user):
+    sign_in(client)
+    change_webhook(client)  # 127.0.0.1:9: nothing answers
+    for number in range(3):
+        webhook_events.record_event(acme_user.id, "test", "calculation.succeeded", f'{{"n": {number}}}')
+    worker = webhook_delivery.Deliverer(config, threads=1)
+    assert worker.run_once()["pending"] == 1  # one attempt, then the endpoint is known down
+    worker.close()
+    page = client.get("/workspace/webhooks")
+    endpoint = webhook_endpoints.endpoint_for(acme_user.id, "test")
+    assert endpoint.down_until > utcnow()
+    down = re.search(r'<p class="alert error" id="endpoint-down">(.*?)</p>', page.text).group(1)
+    assert "Not answering since" in down and "the others wait without using their attempts" in down
+    waiting = WebhookEvent.get((WebhookEvent.attempt_count == 0) & (WebhookEvent.delivery_status == "pending"))
+    client.post(f"/workspace/webhooks/events/{waiting.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
+    assert webhook_endpoints.endpoint_for(acme_user.id, "test").down_until <= utcnow()  # probed at the next poll
 
 
 def test_a_live_webhook_must_be_https_and_public(client, acme_user):

@@ -31,6 +31,9 @@
 %   if endpoint.disabled_reason:
   <p class="muted small">{{endpoint.disabled_reason}}</p>
 %   end
+%   if endpoint.status == 'enabled' and endpoint.down_since:
+  <p class="alert error" id="endpoint-down">Not answering since {{when(endpoint.down_since)}}. One delivery is tried again at <time>{{when(endpoint.down_until)}}</time>; the others wait without using their attempts and follow, oldest due first, once it answers. Retry now tries it at once.</p>
+%   end
   <div class="buttons">
 % for action, label, kind in (('rotate', 'Rotate secret', ''), ('test', 'Send a test event', ''), ('remove', 'Remove endpoint', 'danger')):
 %   if action != 'test' or environment == 'test':

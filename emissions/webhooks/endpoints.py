@@ -11,7 +11,7 @@ import peewee as pw
 from .. import audit
 from .. import auth
 from ..db import db
-from ..models import WebhookEndpoint, WebhookEvent, isoformat, utcnow
+from ..models import Organization, WebhookEndpoint, WebhookEvent, isoformat, utcnow
 
 SECRET_PREFIX = "whsec_"
 SECRET_RANDOM_LENGTH = 32  # base62 characters, about 190 bits
@@ -37,6 +37,21 @@ def new_secret() -> str:
 def endpoint_for(organization_id: int, environment: str) -> WebhookEndpoint | None:
     return WebhookEndpoint.get_or_none((WebhookEndpoint.organization == organization_id)
                                        & (WebhookEndpoint.environment == environment))
+
+
+def down_endpoints(organization_id: int | None = None, environment: str | None = None) -> list[dict]:
+    """The enabled endpoints known down (their receiver answered no attempt of the last round), with
+    when the outage began and when the next probe goes out; read from the endpoints alone."""
+    query = (WebhookEndpoint.select(WebhookEndpoint, Organization.slug).join(Organization)
+             .where((WebhookEndpoint.status == "enabled") & WebhookEndpoint.down_since.is_null(False)))
+    if organization_id is not None:
+        query = query.where(WebhookEndpoint.organization == organization_id)
+    if environment is not None:
+        query = query.where(WebhookEndpoint.environment == environment)
+    return [{"organization": endpoint.organization.slug, "environment": endpoint.environment,
+             "url": loggable_url(endpoint.url), "down_since": isoformat(endpoint.down_since),
+             "next_probe_at": isoformat(endpoint.down_until)}
+            for endpoint in query.order_by(WebhookEndpoint.down_since)]
 
 
 PRIVATE_SETTINGS = {"live": "WEBHOOK_ALLOW_PRIVATE_LIVE", "test": "WEBHOOK_ALLOW_PRIVATE_TEST"}
