@@ -214,7 +214,9 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     # A stopped clock: the endpoint's probe (after as long as it has been down) is due at once too.
     clock = Clock()
     worker = deliverer(config.with_(webhook_retry_schedule=(0, 0)), clock=clock)
-    assert worker.run_once() == {"succeeded": 0, "pending": 2, "failed": 1, "lease-lost": 0}
+    # A round that fails ends the run's claiming: one attempt a run.
+    assert [worker.run_once() for _ in range(3)] == [{"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}] * 2 + [
+        {"succeeded": 0, "pending": 0, "failed": 1, "lease-lost": 0}]
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
 
@@ -391,6 +393,23 @@ def test_a_round_of_attempts_is_recorded_in_one_write_transaction(monkeypatch, c
     assert len(writes) == 2  # the claim, then the round's eight attempts
     assert writes[1].count('INSERT INTO "webhook_attempt"') == 8
     assert len(up.received) == 5 and WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id).down_since
+
+
+@pytest.mark.on_both
+def test_a_round_with_no_success_ends_the_runs_claiming_until_the_next_poll(config, acme, globex):
+    down, up = Receiver(listening=False), Receiver()
+    endpoint(acme, down.url)
+    endpoint(globex, up.url)
+    [first] = queue(acme, 1)
+    later = queue(globex, 2)  # due after acme's
+    worker = deliverer(config, threads=1)
+    assert worker.run_once() == {"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}
+    assert attempts_by_event() == {first: 1, **{event_id: 0 for event_id in later}}
+    assert worker.run_once()["succeeded"] == 2  # the next poll: acme's endpoint is down, globex's is served
+    worker.close()
+    down.close()
+    up.close()
+    assert [r.event_id for r in up.received] == later
 
 
 @pytest.mark.on_both

@@ -454,10 +454,13 @@ class Deliverer:
 
         A claim takes only as many deliveries as there are free threads, and while some are in
         flight the free threads keep polling: one slow receiver holds one thread, not the others.
-        A claim's round is recorded in one write transaction once all its attempts have ended.
+        A claim's round is recorded in one write transaction once all its attempts have ended. A
+        round in which nothing succeeded ends the run's claiming: the next comes a poll later, so
+        receivers that are down cost at most a round a poll however many of them there are.
         """
         counts = {"succeeded": 0, "pending": 0, "failed": 0, "lease-lost": 0}
         rounds: list[list[tuple[Claim, Future]]] = []
+        claiming = True
         opened = db.is_closed()
         if opened:
             db.connect()
@@ -465,7 +468,7 @@ class Deliverer:
             while True:
                 running = [future for round_ in rounds for _, future in round_ if not future.done()]
                 free = self.threads - len(running)  # below 0 when PostgreSQL's claim returned extra rows
-                if free > 0 and not self._stopping.is_set():
+                if free > 0 and claiming and not self._stopping.is_set():
                     claims = self.claim(min(free, self.batch_size))
                     if claims:
                         rounds.append([(claim, self._pool.submit(self.send, claim)) for claim in claims])
@@ -478,9 +481,12 @@ class Deliverer:
                                   for claim, future in round_ if future.done() and future.result().receiver_down}
                 for round_ in [round_ for round_ in rounds if all(future.done() for _, future in round_)]:
                     rounds.remove(round_)
-                    for status in self.record([(claim, future.result()) for claim, future in round_]):
+                    statuses = self.record([(claim, future.result()) for claim, future in round_])
+                    claiming = claiming and "succeeded" in statuses
+                    for status in statuses:
                         counts[status] += 1
         finally:
+            self._failing.clear()  # what was recorded is in the database; what was not, was not attempted
             if opened:
                 db.close()
         return counts
