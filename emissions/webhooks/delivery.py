@@ -263,7 +263,7 @@ class Deliverer:
     # The three steps, public so that tests can stop between them like a dying process would.
 
     def claim(self, limit: int) -> list[Claim]:
-        """Take the lease on up to `limit` due deliveries whose endpoint is enabled."""
+        """Take the lease on up to `limit` due deliveries whose endpoint is enabled and not known down."""
         now = self.clock()
         candidates = self._due_ids(now, limit)
         if not candidates:
