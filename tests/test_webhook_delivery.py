@@ -413,6 +413,37 @@ def test_a_round_with_no_success_ends_the_runs_claiming_until_the_next_poll(conf
 
 
 @pytest.mark.on_both
+def test_a_new_url_ends_the_outage_and_a_failure_at_the_old_url_does_not_mark_the_new_one(config, acme):
+    old, new = Receiver(listening=False), Receiver()
+    endpoint(acme, old.url)
+    ids = queue(acme, 5)
+    clock = Clock()
+    worker = deliverer(config, clock=clock, threads=1)
+    assert worker.run_once()["pending"] == 1
+    assert WebhookEndpoint.get().down_since == clock.now
+    assert worker.claim(1) == []  # nothing claimable: the endpoint is down
+
+    endpoint(acme, new.url)  # the operator points the endpoint at a receiver that answers
+    assert WebhookEndpoint.get().down_since is None
+    clock.advance(1)
+    other = deliverer(config, clock=clock)
+    [late] = other.claim(1)  # a worker claims, then the URL changes again
+    other.close()
+    endpoint(acme, old.url)
+    assert late.url == new.url
+    worker.record([(late, webhook_delivery.AttemptResult(clock.now, None, 1, "connection refused", None))])
+    assert WebhookEndpoint.get().down_since is None  # the failure was at another URL than the endpoint's
+    endpoint(acme, new.url)
+    clock.advance(5)  # the two attempted are due again
+    assert worker.run_once()["succeeded"] == 5
+    worker.close()
+    old.close()
+    new.close()
+    assert sorted(r.event_id for r in new.received) == sorted(ids)
+    assert {a.url for a in WebhookAttempt.select()} == {old.url, new.url}
+
+
+@pytest.mark.on_both
 def test_an_answer_from_the_receiver_application_keeps_the_endpoint_up(config, acme):
     receiver = Receiver(statuses=[400, 503])
     endpoint(acme, receiver.url)
