@@ -215,7 +215,8 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     clock = Clock()
     worker = deliverer(config.with_(webhook_retry_schedule=(0, 0)), clock=clock)
     # A round that fails ends the run's claiming: one attempt a run.
-    assert [worker.run_once() for _ in range(3)] == [{"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}] * 2 + [
+    runs = [worker.run_once() for _ in range(3)]
+    assert runs == [{"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}] * 2 + [
         {"succeeded": 0, "pending": 0, "failed": 1, "lease-lost": 0}]
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
