@@ -328,7 +328,9 @@ class CustomerPeriodRollup(BaseModel):
     emissions_wtt_kg = ExactDecimalField()
 
     class Meta:
-        indexes = ((("customer", "environment", "span", "activity_date", "mode", "business_context"), True),)
+        # Keyed by its key (migration 0015; on SQLite a WITHOUT ROWID table, the key's one b-tree).
+        primary_key = pw.CompositeKey("customer", "environment", "span", "activity_date", "mode", "business_context")
+        without_rowid = True
 
 # --- end of period rollups -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from emissions import calculations
 from emissions import jsoncodec
 from emissions import migrations
 from emissions import models
+from emissions import store
 from emissions.app import create_app
 from emissions.db import bind, is_postgres, open_database
 from emissions.webhooks import delivery as webhook_delivery
@@ -365,3 +366,42 @@ def test_a_calculation_and_a_shipment_made_before_0014_keep_their_bodies_and_rep
     changed = logistics_body(cargo={"value": 13, "unit": "tonne"})
     refused = client.post_json("/v1/emissions/logistics", changed, headers=auth_headers(key, "idem-1"), status=409)
     assert refused.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_0015_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_database_url, monkeypatch):
+    database = bind(empty_database_url)
+    with monkeypatch.context() as before_0015:
+        before_0015.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0015"])
+        migrations.run(database)
+    customer = make_customer(make_org("acme"))
+    columns = ("customer_id, environment, span, activity_date, mode, business_context, calculation_count,"
+               " activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg")
+    for day, mode in (("2026-03-01", "ROAD"), ("2026-03-02", "SEA"), ("2026-03-01", "SEA")):
+        database.execute_sql(f"INSERT INTO customer_period_rollup ({columns})"
+                             f" VALUES ({customer.id}, 'test', 'day', '{day}', '{mode}', 'upstream', 2,"
+                             " '4000.5', '500.88', '0', '0')")
+
+    def rows():
+        return [tuple(str(value) for value in row) for row in database.execute_sql(
+            f"SELECT {columns} FROM customer_period_rollup ORDER BY activity_date, mode").fetchall()]
+
+    before = rows()
+    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0015"]
+    assert rows() == before
+    assert "id" not in {column.name for column in database.get_columns("customer_period_rollup")}
+    key = ["customer_id", "environment", "span", "activity_date", "mode", "business_context"]
+    assert database.get_primary_keys("customer_period_rollup") == key
+    if not is_postgres():
+        assert "WITHOUT ROWID" in database.execute_sql(
+            "SELECT sql FROM sqlite_master WHERE name = 'customer_period_rollup'").fetchone()[0]
+    # The service's upsert adds to a row it finds by the key; the key stays unique.
+    with database.atomic():
+        store.run(*store.add_to_period_rollups(customer.id, "test", "ROAD", "upstream", Decimal("1"), Decimal("2"),
+                                               dt.date(2026, 3, 1)))
+    assert [row.calculation_count for row in models.CustomerPeriodRollup.select().where(
+        (models.CustomerPeriodRollup.activity_date == dt.date(2026, 3, 1))
+        & (models.CustomerPeriodRollup.mode == "ROAD")).order_by(models.CustomerPeriodRollup.span)] == [3, 1]
+    with pytest.raises(pw.IntegrityError), database.atomic():
+        database.execute_sql(f"INSERT INTO customer_period_rollup ({columns})"
+                             f" VALUES ({customer.id}, 'test', 'day', '2026-03-02', 'SEA', 'upstream', 1,"
+                             " '1', '1', '0', '0')")
