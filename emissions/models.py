@@ -268,7 +268,7 @@ class Calculation(BaseModel):
     customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE", index=False)
     external_reference = pw.CharField(max_length=120)
     idempotency_key = pw.CharField(max_length=200)
-    fingerprint = pw.CharField(max_length=64)  # calculations.fingerprint(): 32 characters since 0014
+    fingerprint = pw.CharField(max_length=64)  # calculations.fingerprint(): 32 characters since 0015
     mode = pw.CharField(max_length=8)
     business_context = pw.CharField(max_length=12)
     activity_date = pw.DateField()
@@ -328,7 +328,7 @@ class CustomerPeriodRollup(BaseModel):
     emissions_wtt_kg = ExactDecimalField()
 
     class Meta:
-        # Keyed by its key (migration 0015; on SQLite a WITHOUT ROWID table, the key's one b-tree).
+        # Keyed by its key (migration 0016; on SQLite a WITHOUT ROWID table, the key's one b-tree).
         primary_key = pw.CompositeKey("customer", "environment", "span", "activity_date", "mode", "business_context")
         without_rowid = True
 

@@ -214,8 +214,8 @@ def empty_database_url(request, tmp_path):
 ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
 
 
-class CalculationBefore0014(models.Calculation):
-    """A calculation's row as the migrations before 0014 made it: with the request id it dropped."""
+class CalculationBefore0015(models.Calculation):
+    """A calculation's row as the migrations before 0015 made it: with the request id it dropped."""
 
     request_id = pw.CharField(max_length=36)
 
@@ -251,7 +251,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
     factor = models.Factor(value=Decimal("0.12522"), id=models.Factor.insert(
         reference="road-default", version=1, status="active", mode="ROAD", value=Decimal("0.12522"),
         name="Road average", source="Test source", created_at=models.utcnow()).execute())
-    calculation = CalculationBefore0014.create(
+    calculation = CalculationBefore0015.create(
         id=models.new_id(), organization=org, environment="test", customer=customer, external_reference="s-1",
         idempotency_key="idem-1", fingerprint="f" * 64, mode="ROAD", business_context="downstream",
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
@@ -276,7 +276,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
 
     before = rows()
     assert migrations.run(database) == EVERY_MIGRATION[1:]
-    assert rows() == ([{**c, "fingerprint": "f" * 32} for c in before[0]], before[1])  # cut by 0014
+    assert rows() == ([{**c, "fingerprint": "f" * 32} for c in before[0]], before[1])  # cut by 0015
     assert calculation.id in {c["id"] for c in before[0]}
     assert not DROPPED_IN_0002 & set(index_definitions(database, "webhook_event"))
 
@@ -301,7 +301,7 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
         reference="road-default", version=1, status="active", mode="ROAD", value=Decimal("0.12522"),
         ttw_value=Decimal("0.10163"), wtt_value=Decimal("0.02359"), name="Road average", source="Test source",
         created_at=models.utcnow()).execute()
-    calculation = CalculationBefore0014.create(
+    calculation = CalculationBefore0015.create(
         id=models.new_id(), organization=org, environment="test", customer=customer, external_reference="s-1",
         idempotency_key="idem-1", fingerprint="f" * 64, mode="ROAD", business_context="upstream",
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
@@ -324,21 +324,21 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
     assert customer_analytics.verify().drifted == []
 
 
-def test_a_calculation_and_a_shipment_made_before_0014_keep_their_bodies_and_replay_after_it(
+def test_a_calculation_and_a_shipment_made_before_0015_keep_their_bodies_and_replay_after_it(
         empty_database_url, monkeypatch):
     database = bind(empty_database_url)
-    with monkeypatch.context() as before_0014:
-        before_0014.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0014"])
+    with monkeypatch.context() as before_0015:
+        before_0015.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0015"])
         migrations.run(database)
     org = make_org("acme")
     customer = make_customer(org)
     factor = make_factor()
     payload = logistics_body()
-    # The fingerprint as the service computed it before 0014: the whole SHA-256 digest.
+    # The fingerprint as the service computed it before 0015: the whole SHA-256 digest.
     whole = hashlib.sha256(jsoncodec.canonical(calculations.with_defaults(
         jsoncodec.loads(json.dumps(payload)))).encode()).hexdigest()
     body = '{"id":"c-1","status":"succeeded"}'
-    CalculationBefore0014.create(
+    CalculationBefore0015.create(
         id="c-1", organization=org, environment="test", customer=customer, external_reference="shipment-1",
         idempotency_key="idem-1", fingerprint=whole, mode="ROAD", business_context="upstream",
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
@@ -351,13 +351,13 @@ def test_a_calculation_and_a_shipment_made_before_0014_keep_their_bodies_and_rep
         activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), emissions_ttw_kg=Decimal(0),
         emissions_wtt_kg=Decimal(0), request_id=models.new_id(), body='{"id":"s-1"}')
 
-    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0014"]
+    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0015"]
     assert "request_id" not in {column.name for column in database.get_columns("calculation")}
     stored = models.Calculation.get_by_id("c-1")
     assert (stored.fingerprint, stored.body) == (whole[:32], body)
     assert models.Shipment.get_by_id(shipment.id).fingerprint == "a" * 32
 
-    # The request made before 0014 replays its stored bytes; another body with its key is refused.
+    # The request made before 0015 replays its stored bytes; another body with its key is refused.
     client = TestApp(create_app(Config(database_url=empty_database_url, log_requests=False, rate_limit_per_second=0,
                                        key_cache_seconds=0)))
     key = make_key(org, auth.instance_secret(None))
@@ -368,10 +368,10 @@ def test_a_calculation_and_a_shipment_made_before_0014_keep_their_bodies_and_rep
     assert refused.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
 
 
-def test_0015_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_database_url, monkeypatch):
+def test_0016_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_database_url, monkeypatch):
     database = bind(empty_database_url)
-    with monkeypatch.context() as before_0015:
-        before_0015.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0015"])
+    with monkeypatch.context() as before_0016:
+        before_0016.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0016"])
         migrations.run(database)
     customer = make_customer(make_org("acme"))
     columns = ("customer_id, environment, span, activity_date, mode, business_context, calculation_count,"
@@ -386,7 +386,7 @@ def test_0015_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_dat
             f"SELECT {columns} FROM customer_period_rollup ORDER BY activity_date, mode").fetchall()]
 
     before = rows()
-    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0015"]
+    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0016"]
     assert rows() == before
     assert "id" not in {column.name for column in database.get_columns("customer_period_rollup")}
     key = ["customer_id", "environment", "span", "activity_date", "mode", "business_context"]
