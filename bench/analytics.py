@@ -139,11 +139,11 @@ def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int
             rows.append({
                 "id": calculation_id, "organization": org.id, "environment": "test", "customer": customer.id,
                 "external_reference": f"{customer.reference}-{number}",
-                "idempotency_key": f"{customer.reference}-{number}", "fingerprint": "0" * 64, "mode": mode,
+                "idempotency_key": f"{customer.reference}-{number}", "fingerprint": "0" * 32, "mode": mode,
                 "business_context": context, "activity_date": activity_date, "cargo_tonnes": cargo,
                 "distance_km": distance, "activity_tkm": activity, "emissions_kg": emissions,
                 "factor": factor_rows[mode].id, "factor_version": factor_rows[mode].version,
-                "factor_value": FACTORS[mode], "request_id": models.new_id(), "body": body, "created_at": now,
+                "factor_value": FACTORS[mode], "body": body, "created_at": now,
             })
         with models.db.atomic():
             Calculation.insert_many(rows).execute()

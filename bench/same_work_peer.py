@@ -119,7 +119,6 @@ class Calculation(Model):
     factor = pw.ForeignKeyField(Factor)
     factor_version = pw.IntegerField()
     factor_value = DecimalText()
-    request_id = pw.CharField()
     body = pw.TextField()
     created_at = pw.DateTimeField()
     emissions_ttw_kg = DecimalText(null=True)
@@ -203,7 +202,7 @@ def authenticate(secret: bytes, needs: tuple[str, ...]) -> ApiKey:
 def calculate(key: ApiKey, payload: dict, idempotency_key: str) -> tuple[int, str]:
     """(status, body) of a new calculation, or of the one this idempotency key made."""
     payload = {**payload, "business_context": payload.get("business_context", "upstream")}
-    fingerprint = hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()
+    fingerprint = hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()[:32]
     organization, environment = key.organization, key.environment
     existing = Calculation.get_or_none((Calculation.organization == organization.id)
                                        & (Calculation.environment == environment)
@@ -270,7 +269,7 @@ def calculate(key: ApiKey, payload: dict, idempotency_key: str) -> tuple[int, st
                 fingerprint=fingerprint, mode=payload["mode"], business_context=context,
                 activity_date=activity_date, cargo_tonnes=cargo, distance_km=distance, activity_tkm=activity,
                 emissions_kg=emissions, factor=factor.id, factor_version=factor.version, factor_value=factor.value,
-                request_id=str(uuid.uuid4()), body=body, created_at=created_at, emissions_ttw_kg=ttw,
+                body=body, created_at=created_at, emissions_ttw_kg=ttw,
                 emissions_wtt_kg=wtt)
             counter = UsageCounter.get_or_none((UsageCounter.organization == organization.id)
                                                & (UsageCounter.environment == environment)

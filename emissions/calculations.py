@@ -67,8 +67,9 @@ def refuse_zero(activity: Decimal, emissions: Decimal) -> None:
 
 
 def fingerprint(payload: dict) -> str:
-    """A digest of the material payload, equal for the same data however it was written."""
-    return hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()
+    """A digest of the material payload, equal for the same data however it was written: the first
+    128 bits of its SHA-256, in hexadecimal, enough to tell two bodies sent with one key apart."""
+    return hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()[:32]
 
 
 def calculation_view(calculation_id: str, environment: str, payload: dict, customer_reference: str,
@@ -176,7 +177,7 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
         fingerprint=payload_fingerprint, mode=payload["mode"], business_context=payload["business_context"],
         activity_date=activity_date, cargo_tonnes=cargo, distance_km=distance, activity_tkm=activity,
         emissions_kg=emissions, factor_id=factor.id, factor_version=factor.version, factor_value=factor.value,
-        request_id=request_id, body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
+        body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
     event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at,
                                      calculation_id)
     try:

@@ -268,7 +268,7 @@ class Calculation(BaseModel):
     customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE", index=False)
     external_reference = pw.CharField(max_length=120)
     idempotency_key = pw.CharField(max_length=200)
-    fingerprint = pw.CharField(max_length=64)
+    fingerprint = pw.CharField(max_length=64)  # calculations.fingerprint(): 32 characters since 0015
     mode = pw.CharField(max_length=8)
     business_context = pw.CharField(max_length=12)
     activity_date = pw.DateField()
@@ -279,7 +279,6 @@ class Calculation(BaseModel):
     factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT", index=False)
     factor_version = pw.IntegerField()
     factor_value = ExactDecimalField()
-    request_id = pw.CharField(max_length=36)
     body = pw.TextField()
     created_at = TimestampField(default=utcnow)
     # The emissions' TTW and WTT parts when the factor version had them (migration 0006), else null.
@@ -329,7 +328,9 @@ class CustomerPeriodRollup(BaseModel):
     emissions_wtt_kg = ExactDecimalField()
 
     class Meta:
-        indexes = ((("customer", "environment", "span", "activity_date", "mode", "business_context"), True),)
+        # Keyed by its key (migration 0016; on SQLite a WITHOUT ROWID table, the key's one b-tree).
+        primary_key = pw.CompositeKey("customer", "environment", "span", "activity_date", "mode", "business_context")
+        without_rowid = True
 
 # --- end of period rollups -------------------------------------------------------------------------
 

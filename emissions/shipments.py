@@ -240,7 +240,7 @@ class Chain:
             calculation_id, self.principal.organization_id, environment, self.customer.id,
             self.payload["external_reference"], f"shipment/{self.shipment_id}/{index}", fingerprint(leg_payload),
             leg["mode"], self.payload["business_context"], self.activity_date, self.tonnes, distance.value,
-            activity, emissions, factor.id, factor.version, factor.value, self.request_id, jsoncodec.dumps(body),
+            activity, emissions, factor.id, factor.version, factor.value, jsoncodec.dumps(body),
             self.created_at, *(parts or (None, None)))
         view = {"index": index, "type": "leg", "mode": leg["mode"], "origin": leg["origin"],
                 "destination": leg["destination"], "distance": distance.to_dict(),

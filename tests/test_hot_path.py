@@ -118,7 +118,7 @@ def payloads() -> list[dict]:
 
 
 def canonical_digest(payload: dict) -> str:
-    return hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()
+    return hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()[:32]
 
 
 # --- the fingerprint -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -11,16 +12,23 @@ from decimal import Decimal
 
 import peewee as pw
 import pytest
+from webtest import TestApp
 
 from emissions import analytics as customer_analytics
+from emissions import auth
+from emissions import calculations
+from emissions import jsoncodec
 from emissions import migrations
 from emissions import models
+from emissions import store
+from emissions.app import create_app
 from emissions.db import bind, is_postgres, open_database
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.config import Config
-from conftest import EMISSIONS, POSTGRES_URL, make_customer, make_org, record_statements
+from conftest import (EMISSIONS, POSTGRES_URL, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
+                      record_statements)
 
 EVERY_MIGRATION = [path.stem for path in migrations.available()]
 FIRST_MIGRATION = migrations.available()[:1]
@@ -206,6 +214,15 @@ def empty_database_url(request, tmp_path):
 ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
 
 
+class CalculationBefore0015(models.Calculation):
+    """A calculation's row as the migrations before 0015 made it: with the request id it dropped."""
+
+    request_id = pw.CharField(max_length=36)
+
+    class Meta:
+        table_name = "calculation"
+
+
 def event_as_0001(org, data_json: str) -> models.WebhookEvent:
     """An event written with the columns 0001 made (0012 adds calculation_id), as the service wrote them."""
     event = webhook_events.new_event(org.id, "test", "calculation.succeeded", data_json)
@@ -234,7 +251,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
     factor = models.Factor(value=Decimal("0.12522"), id=models.Factor.insert(
         reference="road-default", version=1, status="active", mode="ROAD", value=Decimal("0.12522"),
         name="Road average", source="Test source", created_at=models.utcnow()).execute())
-    calculation = models.Calculation.create(
+    calculation = CalculationBefore0015.create(
         id=models.new_id(), organization=org, environment="test", customer=customer, external_reference="s-1",
         idempotency_key="idem-1", fingerprint="f" * 64, mode="ROAD", business_context="downstream",
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
@@ -259,7 +276,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
 
     before = rows()
     assert migrations.run(database) == EVERY_MIGRATION[1:]
-    assert rows() == before
+    assert rows() == ([{**c, "fingerprint": "f" * 32} for c in before[0]], before[1])  # cut by 0015
     assert calculation.id in {c["id"] for c in before[0]}
     assert not DROPPED_IN_0002 & set(index_definitions(database, "webhook_event"))
 
@@ -284,7 +301,7 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
         reference="road-default", version=1, status="active", mode="ROAD", value=Decimal("0.12522"),
         ttw_value=Decimal("0.10163"), wtt_value=Decimal("0.02359"), name="Road average", source="Test source",
         created_at=models.utcnow()).execute()
-    calculation = models.Calculation.create(
+    calculation = CalculationBefore0015.create(
         id=models.new_id(), organization=org, environment="test", customer=customer, external_reference="s-1",
         idempotency_key="idem-1", fingerprint="f" * 64, mode="ROAD", business_context="upstream",
         activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
@@ -305,3 +322,86 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
     assert analytics["emissions"] == {"value": Decimal("500.88"), "unit": "kgCO2e", "breakdown": {
         "ttw": Decimal(0), "wtt": Decimal(0), "unattributed": Decimal("500.88")}}
     assert customer_analytics.verify().drifted == []
+
+
+def test_a_calculation_and_a_shipment_made_before_0015_keep_their_bodies_and_replay_after_it(
+        empty_database_url, monkeypatch):
+    database = bind(empty_database_url)
+    with monkeypatch.context() as before_0015:
+        before_0015.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0015"])
+        migrations.run(database)
+    org = make_org("acme")
+    customer = make_customer(org)
+    factor = make_factor()
+    payload = logistics_body()
+    # The fingerprint as the service computed it before 0015: the whole SHA-256 digest.
+    whole = hashlib.sha256(jsoncodec.canonical(calculations.with_defaults(
+        jsoncodec.loads(json.dumps(payload)))).encode()).hexdigest()
+    body = '{"id":"c-1","status":"succeeded"}'
+    CalculationBefore0015.create(
+        id="c-1", organization=org, environment="test", customer=customer, external_reference="shipment-1",
+        idempotency_key="idem-1", fingerprint=whole, mode="ROAD", business_context="upstream",
+        activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), distance_km=Decimal("320"),
+        activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), factor=factor, factor_version=1,
+        factor_value=factor.value, request_id=models.new_id(), body=body)
+    shipment = models.Shipment.create(
+        id="s-1", organization=org, environment="test", customer=customer, external_reference="chain-1",
+        idempotency_key="idem-2", fingerprint="a" * 64, business_context="upstream",
+        activity_date=dt.date(2026, 3, 1), cargo_tonnes=Decimal("12.5"), element_count=1,
+        activity_tkm=Decimal("4000"), emissions_kg=Decimal("500.88"), emissions_ttw_kg=Decimal(0),
+        emissions_wtt_kg=Decimal(0), request_id=models.new_id(), body='{"id":"s-1"}')
+
+    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0015"]
+    assert "request_id" not in {column.name for column in database.get_columns("calculation")}
+    stored = models.Calculation.get_by_id("c-1")
+    assert (stored.fingerprint, stored.body) == (whole[:32], body)
+    assert models.Shipment.get_by_id(shipment.id).fingerprint == "a" * 32
+
+    # The request made before 0015 replays its stored bytes; another body with its key is refused.
+    client = TestApp(create_app(Config(database_url=empty_database_url, log_requests=False, rate_limit_per_second=0,
+                                       key_cache_seconds=0)))
+    key = make_key(org, auth.instance_secret(None))
+    replay = client.post_json("/v1/emissions/logistics", payload, headers=auth_headers(key, "idem-1"), status=200)
+    assert replay.body == body.encode()
+    changed = logistics_body(cargo={"value": 13, "unit": "tonne"})
+    refused = client.post_json("/v1/emissions/logistics", changed, headers=auth_headers(key, "idem-1"), status=409)
+    assert refused.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_0016_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_database_url, monkeypatch):
+    database = bind(empty_database_url)
+    with monkeypatch.context() as before_0016:
+        before_0016.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0016"])
+        migrations.run(database)
+    customer = make_customer(make_org("acme"))
+    columns = ("customer_id, environment, span, activity_date, mode, business_context, calculation_count,"
+               " activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg")
+    for day, mode in (("2026-03-01", "ROAD"), ("2026-03-02", "SEA"), ("2026-03-01", "SEA")):
+        database.execute_sql(f"INSERT INTO customer_period_rollup ({columns})"
+                             f" VALUES ({customer.id}, 'test', 'day', '{day}', '{mode}', 'upstream', 2,"
+                             " '4000.5', '500.88', '0', '0')")
+
+    def rows():
+        return [tuple(str(value) for value in row) for row in database.execute_sql(
+            f"SELECT {columns} FROM customer_period_rollup ORDER BY activity_date, mode").fetchall()]
+
+    before = rows()
+    assert migrations.run(database) == [path.stem for path in EVERY_MIGRATION_PATH if path.stem >= "0016"]
+    assert rows() == before
+    assert "id" not in {column.name for column in database.get_columns("customer_period_rollup")}
+    key = ["customer_id", "environment", "span", "activity_date", "mode", "business_context"]
+    assert database.get_primary_keys("customer_period_rollup") == key
+    if not is_postgres():
+        assert "WITHOUT ROWID" in database.execute_sql(
+            "SELECT sql FROM sqlite_master WHERE name = 'customer_period_rollup'").fetchone()[0]
+    # The service's upsert adds to a row it finds by the key; the key stays unique.
+    with database.atomic():
+        store.run(*store.add_to_period_rollups(customer.id, "test", "ROAD", "upstream", Decimal("1"), Decimal("2"),
+                                               dt.date(2026, 3, 1)))
+    assert [row.calculation_count for row in models.CustomerPeriodRollup.select().where(
+        (models.CustomerPeriodRollup.activity_date == dt.date(2026, 3, 1))
+        & (models.CustomerPeriodRollup.mode == "ROAD")).order_by(models.CustomerPeriodRollup.span)] == [3, 1]
+    with pytest.raises(pw.IntegrityError), database.atomic():
+        database.execute_sql(f"INSERT INTO customer_period_rollup ({columns})"
+                             f" VALUES ({customer.id}, 'test', 'day', '2026-03-02', 'SEA', 'upstream', 1,"
+                             " '1', '1', '0', '0')")
