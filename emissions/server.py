@@ -119,6 +119,24 @@ class EnvelopeChannel(HTTPChannel):
     head_started: float | None = None
     _timed_request = None
 
+    def writable(self):
+        """Waitress's answer, but not while a task thread holds the output lock to write.
+
+        The task thread sends what it writes itself, under that lock, the interpreter lock released
+        during send(); meanwhile Waitress would call the channel writable (its output is not yet
+        counted as sent), poll() would return at once, the flush would find the lock taken, and the
+        main loop would spin on like that until the task thread sent, taking the interpreter lock from
+        it at each turn. What the task thread could not send it leaves with the lock released, and
+        it wakes the main loop (the trigger), which then finds the channel writable again.
+        """
+        if not super().writable():
+            return False
+        if self.requests and not (self.will_close or self.close_when_flushed):
+            if not self.outbuf_lock.acquire(False):
+                return False
+            self.outbuf_lock.release()
+        return True
+
     def received(self, data):
         result = super().received(data)
         request = self.request  # the request being read, None between requests

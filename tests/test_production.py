@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -18,6 +19,7 @@ from emissions import workers
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config, ConfigError
+from emissions.server import EnvelopeChannel, create_server
 from conftest import (EMISSIONS, LiveServer, cli_json, logistics_body, make_org, raw_exchange, serving,
                       stop_the_sign_in_clock)
 
@@ -102,6 +104,69 @@ def test_a_server_setting_that_cannot_be_used_is_refused_at_start(monkeypatch, n
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=message):
         Config.from_env()
+
+
+def channel_writing_from_a_task(server):
+    """A channel of the real server, on a socket pair, with a request running and unsent output."""
+    ours, theirs = socket.socketpair()
+    channel = EnvelopeChannel(server, ours, ("127.0.0.1", 1), server.adj, map={})
+    channel.requests = [object()]
+    channel.outbufs[-1].append(b"HTTP/1.1 200 OK\r\n")
+    channel.total_outbufs_len = len(b"HTTP/1.1 200 OK\r\n")
+    return channel, theirs
+
+
+def test_the_main_loop_does_not_watch_a_channel_while_its_task_thread_writes_to_it(app):
+    """Otherwise poll() returns at once, the flush finds the output locked, and the loop spins."""
+    server = create_server(app, "127.0.0.1", 0, 1)
+    channel, theirs = channel_writing_from_a_task(server)
+    try:
+        assert channel.writable()  # output left by the task thread: the loop sends it
+        holding, release = threading.Event(), threading.Event()
+
+        def task_thread_writing():
+            with channel.outbuf_lock:
+                holding.set()
+                release.wait(10)
+
+        writer = threading.Thread(target=task_thread_writing)
+        writer.start()
+        holding.wait(10)
+        try:
+            assert not channel.writable()
+            channel.will_close = True  # a channel to close is always watched
+            assert channel.writable()
+            channel.will_close = False
+        finally:
+            release.set()
+            writer.join()
+        assert channel.writable()
+    finally:
+        channel.close()
+        theirs.close()
+        server.close()
+
+
+def test_a_large_answer_read_slowly_arrives_whole(tmp_path):
+    """What the task thread cannot send at once the main loop sends, once the output lock is free."""
+    chunk = b"x" * 65536
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream"),
+                                  ("Content-Length", str(len(chunk) * 32))])
+        return (chunk for _ in range(32))
+
+    with LiveServer(app, threads=1) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while part := connection.recv(4096):
+                answer += part
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert len(body) == len(chunk) * 32 and body == chunk * 32, len(body)
 
 
 # --- 2. several workers ----------------------------------------------------------------------------
