@@ -58,7 +58,7 @@ from pathlib import Path
 import peewee as pw
 from webtest import TestApp
 
-from emissions import analytics, auth, calculations, factors, models, store
+from emissions import analytics, auth, calculations, factors, migrations, models, store
 from emissions import app as api
 from emissions.app import create_app
 from emissions.config import Config
@@ -98,15 +98,18 @@ def bench_config(database_url: str) -> Config:
 
 
 def built_count(database_url: str) -> int:
-    """How many calculations the build wrote into this database (0 when it holds none)."""
+    """How many calculations the build wrote into this database; 0 when it holds none, or when it
+    was written before a migration of this checkout (the service would now write its rows otherwise)."""
+    database = open_database(database_url)
     try:
-        database = open_database(database_url)
-        count = database.execute_sql("SELECT COUNT(*) FROM calculation WHERE idempotency_key LIKE 'build-%'"
-                                     ).fetchone()[0]
-        database.close()
-        return count
+        if migrations.pending(database):
+            return 0
+        return database.execute_sql("SELECT COUNT(*) FROM calculation WHERE idempotency_key LIKE 'build-%'"
+                                    ).fetchone()[0]
     except (pw.DatabaseError, pw.OperationalError):
         return 0
+    finally:
+        database.close()
 
 
 def seed() -> tuple[models.Organization, models.ApiKey, str]:
@@ -210,8 +213,8 @@ def build(database_url: str, count: int, via_api: int) -> dict:
             "build_direct_per_second": round((count - posted) / direct_seconds) if count > posted else None,
             # CPU time per calculation of the writing process and of the preparing ones: on an idle
             # machine the build's pace is about the larger of the first and their sum over the CPUs.
-            "build_cpu_ms_writing": round(cpu * 1000 / max(1, count - posted), 3),
-            "build_cpu_ms_preparing": round(preparing * 1000 / max(1, count - posted), 3),
+            "build_cpu_ms_writing": round(cpu * 1000 / (count - posted), 3) if count > posted else None,
+            "build_cpu_ms_preparing": round(preparing * 1000 / (count - posted), 3) if count > posted else None,
             "replayed": len(numbers), "verify_seconds": round(verify_seconds, 1)}
 
 
@@ -488,7 +491,6 @@ def one_size(args, count: int) -> dict:
             sqlite3.connect(kept).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
         else:
             result["build_seconds"] = "kept"
-        result.update(bytes_per_calculation(kept, count))
         path = args.directory / f"scale-{count}-measured.sqlite3"
         for stale in args.directory.glob(f"scale-{count}-measured.sqlite3*"):
             stale.unlink()
@@ -497,6 +499,8 @@ def one_size(args, count: int) -> dict:
     result["prepare_seconds"] = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
     client = TestApp(create_app(bench_config(url)))
+    if not args.postgres:
+        result.update(bytes_per_calculation(path, count))
     key_row = models.ApiKey.get(models.ApiKey.name == "bench")
     _, key = auth.create_key(key_row.organization, "test", list(models.SCOPES),
                              auth.instance_secret(os.environ.get("SECRET_KEY")), name="bench-measure")
