@@ -155,14 +155,30 @@ def _prepare(numbers: range) -> list:
 
 def write_directly(database_url: str, principal: auth.Principal, numbers: range, test_capacity: int) -> None:
     """calculate() split in two: processes of their own run it up to its write (the CPU's share),
-    this one runs the write it would run, store.write_calculation, `BATCH` to a transaction."""
+    this one runs the write it would run, store.write_calculation, `BATCH` to a transaction.
+
+    On SQLite the preparing processes read a copy of the database as it is now (its customers and
+    factors; no key of theirs is in it yet): readers that never stop would keep the built file's
+    log from ever being checkpointed to its start, and it would grow by the whole build."""
     batches = [range(start, min(start + BATCH, numbers.stop)) for start in range(numbers.start, numbers.stop, BATCH)]
+    reading = database_url
+    if is_sqlite():
+        source = Path(database_url.removeprefix("sqlite:///"))
+        copy = source.with_name(source.name + ".preparing")
+        with sqlite3.connect(source) as live, sqlite3.connect(copy) as target:
+            live.backup(target)
+        reading = f"sqlite:///{copy}"
     context = multiprocessing.get_context("spawn")
-    with context.Pool(max(1, os.cpu_count() or 1), _start_preparing, (database_url, principal, test_capacity)) as pool:
-        for prepared in pool.imap(_prepare, batches):
-            with db.atomic():
-                for calculation, capacity, period, event in prepared:
-                    store.write_calculation(calculation, capacity, period, event)
+    try:
+        with context.Pool(max(1, os.cpu_count() or 1), _start_preparing, (reading, principal, test_capacity)) as pool:
+            for prepared in pool.imap(_prepare, batches):
+                with db.atomic():
+                    for calculation, capacity, period, event in prepared:
+                        store.write_calculation(calculation, capacity, period, event)
+    finally:
+        if reading != database_url:
+            for path in copy.parent.glob(copy.name + "*"):
+                path.unlink()
 
 
 def build(database_url: str, count: int, via_api: int) -> dict:
