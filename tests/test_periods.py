@@ -3,9 +3,15 @@ rollups; exact, equal to the sums of the stored calculations, and covered by ver
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import os
+import subprocess
+import threading
+import time
 from decimal import Decimal
 
 import pytest
+import requests
 
 from emissions import analytics as customer_analytics
 from emissions import customers
@@ -14,7 +20,7 @@ from emissions import migrations
 from emissions import models
 from emissions import periods
 from emissions.models import CustomerPeriodRollup
-from conftest import make_factor, post_calculation
+from conftest import EMISSIONS, LiveServer, logistics_body, make_factor, post_calculation
 
 SHIPMENTS = [  # (activity_date, mode, business_context, cargo, distance)
     ("2026-08-31", "ROAD", "upstream", "12.5", "320"),
@@ -196,3 +202,84 @@ def test_the_cli_verify_names_a_drifted_period_row(client, acme, shipped, emissi
     status, out, err = emissions("analytics", "rebuild", "--no-progress")
     assert status == 0 and "1 repaired" in out
     assert emissions("analytics", "verify", "--no-progress")[0] == 0
+
+
+# --- an answer kept by this process is never older than the database -------------------------------
+
+def in_another_thread(work) -> None:
+    """Run work() on a thread of its own, and so on a database connection of its own."""
+    failures = []
+
+    def run():
+        try:
+            work()
+        except BaseException as error:  # handed to the test's own thread
+            failures.append(error)
+        finally:
+            models.db.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert not failures, failures
+
+
+@pytest.mark.on_both
+def test_a_calculation_written_on_another_connection_is_in_the_next_answer(client, acme, shipped):
+    before, november = analytics(client, acme), analytics(client, acme, "from=2026-11-01")
+    assert (analytics(client, acme), analytics(client, acme, "from=2026-11-01")) == (before, november)  # kept
+    in_another_thread(lambda: post_calculation(client, acme, "elsewhere", status=201, activity_date="2026-11-30",
+                                               external_reference="elsewhere"))
+    after = analytics(client, acme)
+    assert after["calculation_count"] == before["calculation_count"] + 1
+    assert [month["calculation_count"] for month in after["by_month"]] == [
+        month["calculation_count"] + (month["month"] == "2026-11") for month in before["by_month"]]
+    assert analytics(client, acme, "from=2026-11-01")["calculation_count"] == november["calculation_count"] + 1
+
+
+@pytest.mark.on_both
+def test_a_change_made_by_another_process_is_in_the_next_answer(client, acme, shipped, config):
+    path = "/v1/customers/cust-1/emissions"
+    assert client.get(path, headers=acme.headers()).json["name"] != "Renamed Ltd"
+    subprocess.run([str(EMISSIONS), "customer", "update", "--org", acme.org.slug, "--env", "test", "--reference",
+                    "cust-1", "--name", "Renamed Ltd"], env={**os.environ, "DATABASE_URL": config.database_url},
+                   check=True, capture_output=True)
+    assert client.get(path, headers=acme.headers()).json["name"] == "Renamed Ltd"
+
+
+@pytest.mark.on_both
+def test_a_rebuild_that_changes_only_month_rows_is_in_the_next_answer(client, acme, shipped):
+    """The lifetime rows stay as they were; by_month follows the month rows."""
+    months = analytics(client, acme)["by_month"]
+
+    def drift():
+        CustomerPeriodRollup.update(calculation_count=CustomerPeriodRollup.calculation_count + 5).where(
+            CustomerPeriodRollup.span == "month", CustomerPeriodRollup.activity_date == dt.date(2026, 11, 1)).execute()
+
+    in_another_thread(drift)
+    drifted = analytics(client, acme)["by_month"]
+    assert [month["calculation_count"] for month in drifted] == [
+        month["calculation_count"] + (5 if month["month"] == "2026-11" else 0) for month in months]
+    in_another_thread(customer_analytics.rebuild)
+    assert analytics(client, acme)["by_month"] == months
+
+
+@pytest.mark.on_both
+def test_a_request_that_comes_in_after_a_write_is_answered_after_it(client, acme, shipped):
+    read = functools.partial(periods.analytics_json, acme.org.id, "test", "cust-1")
+    count = jsoncodec.loads(read(arrived=time.monotonic()))["analytics"]["calculation_count"]
+    in_another_thread(lambda: post_calculation(client, acme, "after-look", status=201))
+    assert jsoncodec.loads(read(arrived=time.monotonic()))["analytics"]["calculation_count"] == count + 1
+
+
+@pytest.mark.on_both
+def test_over_the_wire_each_read_sees_the_writes_made_before_it(app, acme, shipped):
+    """Waitress's threads, each on a connection of its own, one keep-alive connection for the reads."""
+    with LiveServer(app, threads=4) as server, requests.Session() as reads:
+        path = server.url + "/v1/customers/cust-1/emissions"
+        count = reads.get(path, headers=acme.headers()).json()["analytics"]["calculation_count"]
+        for number in range(5):
+            written = requests.post(server.url + "/v1/emissions/logistics", json=logistics_body(),
+                                    headers=acme.headers(f"wire-{number}"))
+            assert written.status_code == 201
+            assert reads.get(path, headers=acme.headers()).json()["analytics"]["calculation_count"] == count + number + 1

@@ -6,10 +6,16 @@ is there.
 """
 from __future__ import annotations
 
+import functools
+import time
+
 import pytest
 from webtest import TestApp
 
+from emissions import db
+from emissions import jsoncodec
 from emissions import models
+from emissions import periods
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.app import create_app
 from conftest import logistics_body, record_statements
@@ -100,28 +106,60 @@ def test_reading_a_calculation_another_instance_made_is_one_select_then_none(war
         assert sent == expected
 
 
-def test_customer_analytics_is_one_select(warm_client, acme, statements):
+def analytics_statements(warm_client, persona, statements, query: str = "") -> tuple[list, list, int]:
+    """The statements of one analytics read, then of the same read again; and its calculation_count."""
+    sent = []
+    for _ in range(2):
+        with statements as log:
+            response = warm_client.get("/v1/customers/cust-1/emissions" + query, headers=persona.headers(), status=200)
+        sent.append(list(log))
+    return sent[0], sent[1], response.json["analytics"]["calculation_count"]
+
+
+# On SQLite the answer is kept with the database's PRAGMA data_version and its connection's changes
+# (store.unchanged_since): a read the database has not changed since is the PRAGMA alone, any other
+# the PRAGMA and one SELECT. PostgreSQL has no such counter: every read is one SELECT.
+def reads() -> tuple[list, list]:
+    if db.is_postgres():
+        return ["SELECT"], ["SELECT"]
+    return ["PRAGMA", "SELECT"], ["PRAGMA"]
+
+
+@pytest.mark.parametrize("query", ["", "?from=2026-02-15&to=2026-12-31"])
+def test_customer_analytics_is_one_select_then_none_while_nothing_changes(warm_client, acme, statements, query):
     post(warm_client, acme, "count-analytics", 201)
-    with statements as sent:
-        response = warm_client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
-    assert sent == ["SELECT"]
-    assert response.json["analytics"]["calculation_count"] == 1
+    assert analytics_statements(warm_client, acme, statements, query) == (*reads(), 1)
 
 
-def test_customer_analytics_for_a_period_is_one_select(warm_client, acme, statements):
-    post(warm_client, acme, "count-period", 201)
+def test_customer_analytics_after_a_write_of_this_process_is_one_select_again(warm_client, acme, statements):
+    analytics_statements(warm_client, acme, statements)
+    post(warm_client, acme, "count-after", 201)
+    assert analytics_statements(warm_client, acme, statements) == (*reads(), 1)
+
+
+def test_a_look_taken_after_a_request_came_in_serves_it_without_a_statement(warm_client, acme, statements):
+    """A request that came in before this connection's last look is served by that look (SQLite)."""
+    post(warm_client, acme, "count-arrived", 201)
+    arrived = time.monotonic()
+    read = functools.partial(periods.analytics_json, acme.org.id, "test", "cust-1")
+    sent = []
+    for came_in in (arrived, arrived, None):
+        with statements as log:
+            read(arrived=came_in or time.monotonic())
+        sent.append(list(log))
+    first, queued, later = sent
+    if db.is_postgres():
+        assert (first, queued, later) == (["SELECT"], ["SELECT"], ["SELECT"])
+    else:
+        assert (first, queued, later) == (["PRAGMA", "SELECT"], [], ["PRAGMA"])
+    post(warm_client, acme, "count-arrived-again", 201)  # this connection wrote since the look
     with statements as sent:
-        response = warm_client.get("/v1/customers/cust-1/emissions?from=2026-02-15&to=2026-12-31",
-                                   headers=acme.headers(), status=200)
-    assert sent == ["SELECT"]
-    assert response.json["analytics"]["calculation_count"] == 1
+        assert jsoncodec.loads(read(arrived=arrived))["analytics"]["calculation_count"] == 2
+    assert sent == (["SELECT"] if db.is_postgres() else ["PRAGMA", "SELECT"])
 
 
 def test_customer_analytics_without_calculations_is_one_select(warm_client, acme, statements):
-    with statements as sent:
-        response = warm_client.get("/v1/customers/cust-1/emissions", headers=acme.headers(), status=200)
-    assert sent == ["SELECT"]
-    assert response.json["analytics"]["calculation_count"] == 0
+    assert analytics_statements(warm_client, acme, statements) == (*reads(), 0)
 
 
 def test_a_key_not_in_the_cache_costs_one_more_select(client, acme, statements):
