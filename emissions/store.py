@@ -9,7 +9,6 @@ tests/test_statement_count.py holds how many each request sends.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections import namedtuple
 from decimal import Decimal
@@ -50,20 +49,21 @@ def unchanged_since(arrived: float | None = None) -> tuple | None:
     is given again, without a statement, when it was taken after the request came and the connection
     wrote nothing since: it saw every commit made before the request, as one taken now would.
     """
+    global _last_look
     if is_postgres():
         return None
     connection = db.connection()
-    last = getattr(_looks, "last", None)
+    last = _last_look
     if (arrived is not None and last is not None and last[0] >= arrived and last[1][0] is connection
             and last[1][2] == connection.total_changes):
         return last[1]
     looked_at = time.monotonic()
     stamp = connection, run("PRAGMA data_version").fetchone()[0], connection.total_changes
-    _looks.last = (looked_at, stamp)
+    _last_look = (looked_at, stamp)
     return stamp
 
 
-_looks = threading.local()  # .last: (time.monotonic() before it, stamp), this thread's last PRAGMA
+_last_look: tuple | None = None  # (time.monotonic() before it, stamp): unchanged_since()'s last statement
 
 
 def ping() -> None:
