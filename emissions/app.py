@@ -348,19 +348,17 @@ def get_customer(principal: auth.Principal, reference: str) -> Reply:
     return Reply(customer_or_404(principal, reference).to_dict())
 
 
-def _customer_period(read, principal: auth.Principal, reference: str, query: dict, **options) -> Reply:
+def _customer_period(read, principal: auth.Principal, reference: str, query: dict) -> Reply:
     """What `read` answers for the customer over the query's from..to, or CUSTOMER_NOT_FOUND."""
     found = read(principal.organization_id, principal.environment, checked_reference(reference),
-                 query.get("from"), query.get("to"), **options)
+                 query.get("from"), query.get("to"))
     if found is None:
         raise customer_not_found()
     return Reply(found)
 
 
 def get_customer_emissions(principal: auth.Principal, reference: str, query: dict) -> Reply:
-    # When the request came in (server.CountingParser; None under another WSGI server).
-    return _customer_period(periods.analytics_json, principal, reference, query,
-                            arrived=bottle.request.environ.get("emissions.arrived"))
+    return _customer_period(periods.analytics_json, principal, reference, query)
 
 
 def get_customer_statement(principal: auth.Principal, reference: str, query: dict) -> Reply:

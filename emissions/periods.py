@@ -86,17 +86,16 @@ def ranges(start: dt.date, end: dt.date) -> tuple[tuple, tuple, tuple]:
 
 
 def analytics_json(organization_id: int, environment: str, reference: str, start: dt.date | None = None,
-                   end: dt.date | None = None, arrived: float | None = None) -> str | None:
+                   end: dt.date | None = None) -> str | None:
     """The customer with its analytics over activity dates start..end (inclusive; None is open), as the
     JSON text the API answers, or None when there is no such customer. In one SELECT; on SQLite
     after a PRAGMA, and when the database has not changed since this connection last answered the
-    same question, the PRAGMA alone (store.unchanged_since). `arrived` is when the request came in
-    (time.monotonic()): a look at the database taken since then on this connection serves it too.
+    same question, the PRAGMA alone (store.unchanged_since).
 
     Without start and end, the lifetime analytics exactly as before, plus period and by_month.
     """
     asked = (organization_id, environment, reference, start, end)
-    stamp = store.unchanged_since(arrived)  # taken before the read: a commit in between only costs a read more
+    stamp = store.unchanged_since()  # taken before the read: a commit in between only costs a read more
     if stamp is not None:
         kept = _answered.get(asked)
         if kept is not None and kept[0] == stamp:

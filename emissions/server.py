@@ -55,31 +55,26 @@ class EnvelopeErrorTask(ErrorTask):
 
 
 class CountingParser(HTTPRequestParser):
-    """Waitress's request parser, counting the Idempotency-Key lines it joins into one value, and
-    noting when the request's head was complete (time.monotonic()).
+    """Waitress's request parser, counting the Idempotency-Key lines it joins into one value.
 
     Waitress joins repeated header lines with ", " (as a proxy may), so "a" and "b" would arrive
-    as the one key "a, b"; the count lets the app refuse two keys instead (app.py). The arrival
-    lets a read use a look at the database taken after it (periods.analytics_json).
+    as the one key "a, b"; the count lets the app refuse two keys instead (app.py).
     """
 
     idempotency_keys = 0
-    arrived = None
 
     def parse_header(self, header_plus):
-        self.arrived = time.monotonic()
         # A header line is its name, then ":" at once (Waitress refuses a space before it).
         self.idempotency_keys = header_plus.lower().count(b"\nidempotency-key:")
         return super().parse_header(header_plus)
 
 
 class CountingTask(WSGITask):
-    """Waitress's WSGI task, handing the parser's Idempotency-Key count and arrival to the app."""
+    """Waitress's WSGI task, handing the parser's Idempotency-Key count to the app."""
 
     def get_environment(self):
         environ = super().get_environment()
         environ["emissions.idempotency_keys"] = getattr(self.request, "idempotency_keys", 0)
-        environ["emissions.arrived"] = getattr(self.request, "arrived", None)
         return environ
 
 

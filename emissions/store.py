@@ -9,7 +9,6 @@ tests/test_statement_count.py holds how many each request sends.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections import namedtuple
 from decimal import Decimal
 from functools import lru_cache
@@ -39,31 +38,15 @@ def run(text: str, params: tuple = ()):
     return db.execute_sql(statement(text), params)
 
 
-def unchanged_since(arrived: float | None = None) -> tuple | None:
+def unchanged_since() -> tuple | None:
     """On SQLite, a stamp that differs from the one taken before whenever the database may have changed
     in between: the connection, its PRAGMA data_version (moved by any other connection's commit, in
     this process or another) and its total_changes (moved by its own writes). None on PostgreSQL,
-    which has no such counter. An answer made after a stamp is still right while the stamp is the same.
-
-    With `arrived` (time.monotonic() when a request came in), the last stamp taken on this connection
-    is given again, without a statement, when it was taken after the request came and the connection
-    wrote nothing since: it saw every commit made before the request, as one taken now would.
-    """
-    global _last_look
+    which has no such counter. An answer made after a stamp is still right while the stamp is the same."""
     if is_postgres():
         return None
     connection = db.connection()
-    last = _last_look
-    if (arrived is not None and last is not None and last[0] >= arrived and last[1][0] is connection
-            and last[1][2] == connection.total_changes):
-        return last[1]
-    looked_at = time.monotonic()
-    stamp = connection, run("PRAGMA data_version").fetchone()[0], connection.total_changes
-    _last_look = (looked_at, stamp)
-    return stamp
-
-
-_last_look: tuple | None = None  # (time.monotonic() before it, stamp): unchanged_since()'s last statement
+    return connection, run("PRAGMA data_version").fetchone()[0], connection.total_changes
 
 
 def ping() -> None:

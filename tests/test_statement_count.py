@@ -6,16 +6,11 @@ is there.
 """
 from __future__ import annotations
 
-import functools
-import time
-
 import pytest
 from webtest import TestApp
 
 from emissions import db
-from emissions import jsoncodec
 from emissions import models
-from emissions import periods
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.app import create_app
 from conftest import logistics_body, record_statements
@@ -135,27 +130,6 @@ def test_customer_analytics_after_a_write_of_this_process_is_one_select_again(wa
     analytics_statements(warm_client, acme, statements)
     post(warm_client, acme, "count-after", 201)
     assert analytics_statements(warm_client, acme, statements) == (*reads(), 1)
-
-
-def test_a_look_taken_after_a_request_came_in_serves_it_without_a_statement(warm_client, acme, statements):
-    """A request that came in before this connection's last look is served by that look (SQLite)."""
-    post(warm_client, acme, "count-arrived", 201)
-    arrived = time.monotonic()
-    read = functools.partial(periods.analytics_json, acme.org.id, "test", "cust-1")
-    sent = []
-    for came_in in (arrived, arrived, None):
-        with statements as log:
-            read(arrived=came_in or time.monotonic())
-        sent.append(list(log))
-    first, queued, later = sent
-    if db.is_postgres():
-        assert (first, queued, later) == (["SELECT"], ["SELECT"], ["SELECT"])
-    else:
-        assert (first, queued, later) == (["PRAGMA", "SELECT"], [], ["PRAGMA"])
-    post(warm_client, acme, "count-arrived-again", 201)  # this connection wrote since the look
-    with statements as sent:
-        assert jsoncodec.loads(read(arrived=arrived))["analytics"]["calculation_count"] == 2
-    assert sent == (["SELECT"] if db.is_postgres() else ["PRAGMA", "SELECT"])
 
 
 def test_customer_analytics_without_calculations_is_one_select(warm_client, acme, statements):
