@@ -71,7 +71,7 @@ class Day:
     kg: Decimal
 
 
-def _activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
+def activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
     """(activity day, mode, count, kgCO2e) summed over the organization's customers from the day
     rollups: the database adds them up, so the page receives a row per day and mode, however many
     customers there are."""
@@ -88,12 +88,20 @@ def _activity_days(organization_id: int, environment: str, first: dt.date, last:
     return [(day, mode, int(count), _decimal(kg)) for day, mode, count, kg in rows]
 
 
-def emissions_by_activity(organization_id: int, environment: str, first: dt.date, last: dt.date) -> dict:
+def _within(rows, organization_id: int, environment: str, first: dt.date, last: dt.date):
+    """The rows of activity_days in first..last: from those given (read once for a wider range), or read."""
+    if rows is None:
+        return activity_days(organization_id, environment, first, last)
+    return [row for row in rows if first <= row[0] <= last]
+
+
+def emissions_by_activity(organization_id: int, environment: str, first: dt.date, last: dt.date,
+                          rows: list | None = None) -> dict:
     """Count and kgCO2e of the calculations with an activity date in first..last, in total and by mode
     (hubs of shipments add their emissions, as in the analytics), from the day rollups."""
     by_mode: dict[str, dict] = {}
     count, total = 0, ZERO
-    for _, mode, calculations, kg in _activity_days(organization_id, environment, first, last):
+    for _, mode, calculations, kg in _within(rows, organization_id, environment, first, last):
         numbers = by_mode.setdefault(mode, {"count": 0, "kg": ZERO})
         numbers["kg"] = EXACT_SUM.add(numbers["kg"], kg)
         total = EXACT_SUM.add(total, kg)
@@ -105,12 +113,12 @@ def emissions_by_activity(organization_id: int, environment: str, first: dt.date
 
 
 def daily_by_activity(organization_id: int, environment: str, days: int = 30,
-                      now: dt.datetime | None = None) -> list[Day]:
+                      now: dt.datetime | None = None, rows: list | None = None) -> list[Day]:
     """Calculations and kgCO2e per activity day for the last `days` days (today included), zeros too."""
     today = (now or utcnow()).date()
     first = today - dt.timedelta(days=days - 1)
     found: dict[dt.date, list] = {}
-    for day, mode, calculations, kg in _activity_days(organization_id, environment, first, today):
+    for day, mode, calculations, kg in _within(rows, organization_id, environment, first, today):
         numbers = found.setdefault(day, [0, ZERO])
         numbers[0] += 0 if mode == HUB else calculations
         numbers[1] = EXACT_SUM.add(numbers[1], kg)
