@@ -156,3 +156,26 @@ def test_the_check_fails_on_a_read_of_the_history(app):
     scan = 'SELECT COUNT(*) FROM "audit_event" AS "t1" WHERE ("t1"."actor" = ?)'
     for statement, params in ((whole, (1, 8)), (attempts, (1, 1)), (scan, ("cli",))):
         assert problems_of(statement, params), statement
+
+
+def test_no_page_sends_more_statements_for_more_calculations(client, signed_in, acme, monkeypatch):
+    """A page's statements are as many with more calculations and delivered events (no statement per
+    row beyond what the page shows): what it costs depends on what it shows, not on the history."""
+    created, shipment = signed_in
+    urls = [url for url in pages(created, shipment, client) if ".csv" not in url and "format=csv" not in url]
+    sent: list = []
+    record_statements(monkeypatch, lambda statement, params: sent.append(statement))
+
+    def counts() -> dict[str, int]:
+        found = {}
+        for url in urls:
+            sent.clear()
+            client.get(url, status="*")
+            found[url] = len(sent)
+        return found
+
+    before = counts()
+    for number in range(8):
+        post_calculation(client, acme, f"more-{number}", status=201,
+                         customer_reference="cust-2" if number % 2 else "cust-1")
+    assert counts() == before
