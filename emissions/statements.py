@@ -99,16 +99,33 @@ def statement(organization_id: int, environment: str, reference: str, start: dt.
     }
 
 
+BODY_BATCH = 500
+
+
+def _bodies(ids: Iterator[str]) -> Iterator[tuple]:
+    """(body, factor name, factor source) of each calculation id, in the ids' order, a batch at a time."""
+    while True:
+        batch = list(itertools.islice(ids, BODY_BATCH))
+        if not batch:
+            return
+        found = {row[0]: row[1:] for row in (
+            Calculation.select(Calculation.id, Calculation.body, Factor.name, Factor.source).join(Factor)
+            .where(Calculation.id.in_(batch)).tuples())}
+        yield from (found[calculation_id] for calculation_id in batch)
+
+
 def calculation_rows(organization_id: int, environment: str, reference: str, start: dt.date | None,
                      end: dt.date | None) -> Iterator[list]:
     """The period's calculations as CSV rows (CSV_COLUMNS), by activity date then creation."""
     customer = customers.find(organization_id, environment, reference)
     if customer is None:
         return
-    query = (Calculation.select(Calculation.body, Factor.name, Factor.source).join(Factor)
-             .where(_in_period(Calculation, customer.id, start, end))
+    # The order is taken from calculation_customer_created alone (its entries carry activity_date,
+    # created_at and id), so what is sorted before the first row is a list of ids, not the bodies;
+    # the bodies are then read a batch at a time.
+    order = (Calculation.select(Calculation.id).where(_in_period(Calculation, customer.id, start, end))
              .order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
-    for body, factor_name, factor_source in query.iterator():
+    for body, factor_name, factor_source in _bodies(id for (id,) in order.iterator()):
         calculation = jsoncodec.loads(body)
         origin, destination = calculation["origin"], calculation["destination"]
         breakdown = calculation["emissions"].get("breakdown") or {}

@@ -1,8 +1,10 @@
-"""What the workspace reads about an organization's calculations: month totals, the daily series,
-the newest-first list (keyset paging), its CSV, and one calculation with its webhook events.
+"""What the workspace reads about an organization's calculations: figures by activity date, the
+newest-first list (keyset paging), its CSV, and one calculation with its webhook events.
 
-The queries go through calculation_customer_created (customer_id, created_at): no index is added to
-the calculation write path for the workspace (docs/workspace.md, "Queries").
+Every read is bounded by what the page shows, never by the history (docs/workspace.md, "Queries"):
+figures come from the rollups, the list walks an index in its own order (calculation_created, or
+calculation_customer_created for one customer, migration 0008) and stops at the page's end. No index
+is added to the calculation's write path for the workspace.
 """
 from __future__ import annotations
 
@@ -30,17 +32,6 @@ CSV_BATCH = 1000
 ZERO = Decimal(0)
 
 
-def _sum(column):
-    """An exact sum: NUMERIC on PostgreSQL, decimal_sum over the text decimals on SQLite."""
-    return pw.fn.SUM(column) if is_postgres() else pw.fn.decimal_sum(column)
-
-
-def _day(column):
-    """The UTC date of a timestamp column as YYYY-MM-DD text (not converted back by the column's type)."""
-    day = pw.fn.to_char(column, "YYYY-MM-DD") if is_postgres() else pw.fn.substr(column, 1, 10)
-    return day.coerce(False)
-
-
 def _decimal(value) -> Decimal:
     return ZERO if value is None else Decimal(str(value))
 
@@ -48,12 +39,6 @@ def _decimal(value) -> Decimal:
 def _customers_of(organization_id: int, environment: str):
     return Customer.select(Customer.id).where((Customer.organization == organization_id)
                                               & (Customer.environment == environment))
-
-
-def _scope(organization_id: int, environment: str):
-    # customer_id first, so that calculation_customer_created (customer_id, created_at) serves the range.
-    return (Calculation.customer.in_(_customers_of(organization_id, environment))
-            & (Calculation.organization == organization_id) & (Calculation.environment == environment))
 
 
 def month_start(now: dt.datetime) -> dt.datetime:
@@ -79,19 +64,6 @@ def usage(organization: Organization, test_default: int, now: dt.datetime | None
     return [Usage(env, counts[env], limits.capacity_for(organization, env, test_default)) for env in ("test", "live")]
 
 
-def emissions_since(organization_id: int, environment: str, since: dt.datetime) -> dict:
-    """Count and kgCO2e of the calculations created since `since`, in total and by mode."""
-    rows = (Calculation.select(Calculation.mode, pw.fn.COUNT(Calculation.id), _sum(Calculation.emissions_kg))
-            .where(_scope(organization_id, environment) & (Calculation.created_at >= since))
-            .group_by(Calculation.mode).tuples())
-    by_mode = {mode: {"count": count, "kg": _decimal(kg)} for mode, count, kg in rows}
-    total = ZERO
-    for numbers in by_mode.values():
-        total = EXACT_SUM.add(total, numbers["kg"])
-    return {"count": sum(numbers["count"] for numbers in by_mode.values()), "kg": total,
-            "by_mode": {mode: by_mode[mode] for mode in ("ROAD", "SEA", "AIR") if mode in by_mode}}
-
-
 @dataclass
 class Day:
     date: dt.date
@@ -99,41 +71,37 @@ class Day:
     kg: Decimal
 
 
-def daily(organization_id: int, environment: str, days: int = 30, now: dt.datetime | None = None) -> list[Day]:
-    """Calculations and kgCO2e per UTC day for the last `days` days (today included), zeros too."""
-    today = (now or utcnow()).date()
-    first = today - dt.timedelta(days=days - 1)
-    since = dt.datetime.combine(first, dt.time(), tzinfo=dt.timezone.utc)
-    day = _day(Calculation.created_at)
-    rows = (Calculation.select(day, pw.fn.COUNT(Calculation.id), _sum(Calculation.emissions_kg))
-            .where(_scope(organization_id, environment) & (Calculation.created_at >= since))
-            .group_by(day).tuples())
-    found = {str(text): (count, _decimal(kg)) for text, count, kg in rows}
-    series = []
-    for offset in range(days):
-        date = first + dt.timedelta(days=offset)
-        count, kg = found.get(date.isoformat(), (0, ZERO))
-        series.append(Day(date, count, kg))
-    return series
-
-
-def _activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
-    """The day rollup rows (activity day, mode, count, kgCO2e) of the organization's customers."""
-    return (CustomerPeriodRollup
+def activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
+    """(activity day, mode, count, kgCO2e) summed over the organization's customers from the day
+    rollups: the database adds them up, so the page receives a row per day and mode, however many
+    customers there are."""
+    total = pw.fn.SUM(CustomerPeriodRollup.emissions_kg) if is_postgres() else pw.fn.decimal_sum(
+        CustomerPeriodRollup.emissions_kg)
+    rows = (CustomerPeriodRollup
             .select(CustomerPeriodRollup.activity_date, CustomerPeriodRollup.mode,
-                    CustomerPeriodRollup.calculation_count, CustomerPeriodRollup.emissions_kg)
+                    pw.fn.SUM(CustomerPeriodRollup.calculation_count), total.coerce(False))
             .where(CustomerPeriodRollup.customer.in_(_customers_of(organization_id, environment))
                    & (CustomerPeriodRollup.environment == environment) & (CustomerPeriodRollup.span == "day")
                    & (CustomerPeriodRollup.activity_date >= first) & (CustomerPeriodRollup.activity_date <= last))
+            .group_by(CustomerPeriodRollup.activity_date, CustomerPeriodRollup.mode)
             .tuples())
+    return [(day, mode, int(count), _decimal(kg)) for day, mode, count, kg in rows]
 
 
-def emissions_by_activity(organization_id: int, environment: str, first: dt.date, last: dt.date) -> dict:
+def _within(rows, organization_id: int, environment: str, first: dt.date, last: dt.date):
+    """The rows of activity_days in first..last: from those given (read once for a wider range), or read."""
+    if rows is None:
+        return activity_days(organization_id, environment, first, last)
+    return [row for row in rows if first <= row[0] <= last]
+
+
+def emissions_by_activity(organization_id: int, environment: str, first: dt.date, last: dt.date,
+                          rows: list | None = None) -> dict:
     """Count and kgCO2e of the calculations with an activity date in first..last, in total and by mode
     (hubs of shipments add their emissions, as in the analytics), from the day rollups."""
     by_mode: dict[str, dict] = {}
     count, total = 0, ZERO
-    for _, mode, calculations, kg in _activity_days(organization_id, environment, first, last):
+    for _, mode, calculations, kg in _within(rows, organization_id, environment, first, last):
         numbers = by_mode.setdefault(mode, {"count": 0, "kg": ZERO})
         numbers["kg"] = EXACT_SUM.add(numbers["kg"], kg)
         total = EXACT_SUM.add(total, kg)
@@ -145,12 +113,12 @@ def emissions_by_activity(organization_id: int, environment: str, first: dt.date
 
 
 def daily_by_activity(organization_id: int, environment: str, days: int = 30,
-                      now: dt.datetime | None = None) -> list[Day]:
+                      now: dt.datetime | None = None, rows: list | None = None) -> list[Day]:
     """Calculations and kgCO2e per activity day for the last `days` days (today included), zeros too."""
     today = (now or utcnow()).date()
     first = today - dt.timedelta(days=days - 1)
     found: dict[dt.date, list] = {}
-    for day, mode, calculations, kg in _activity_days(organization_id, environment, first, today):
+    for day, mode, calculations, kg in _within(rows, organization_id, environment, first, today):
         numbers = found.setdefault(day, [0, ZERO])
         numbers[0] += 0 if mode == HUB else calculations
         numbers[1] = EXACT_SUM.add(numbers[1], kg)
@@ -205,14 +173,18 @@ def parse_cursor(text: str) -> tuple[dt.datetime, str] | None:
 def _filtered(organization_id: int, environment: str, filters: Filters):
     """The filtered calculations with their customer reference and factor reference; None when
     the customer filter names no customer."""
-    condition = _scope(organization_id, environment)
+    # One customer's rows come through calculation_customer_created (customer_id, created_at, id, ...):
+    # the customer was looked up in the organization and environment, so its id stands for both (named
+    # with them, the planner would walk the whole organization's calculation_created instead).
     if filters.customer:
         customer = Customer.get_or_none((Customer.organization == organization_id)
                                         & (Customer.environment == environment)
                                         & (Customer.reference == filters.customer))
         if customer is None:
             return None
-        condition &= Calculation.customer == customer.id
+        condition = Calculation.customer == customer.id
+    else:
+        condition = (Calculation.organization == organization_id) & (Calculation.environment == environment)
     if filters.mode:
         condition &= Calculation.mode == filters.mode
     if filters.date_from:
@@ -238,11 +210,13 @@ def _filtered(organization_id: int, environment: str, filters: Filters):
 
 
 def _after(query, cursor: tuple[dt.datetime, str] | None):
+    """The rows after the cursor: a row value, which the index seeks to (an OR of two conditions
+    would make it read the newer rows again on every page)."""
     if cursor is None:
         return query
     moment, calculation_id = cursor
-    return query.where((Calculation.created_at < moment)
-                       | ((Calculation.created_at == moment) & (Calculation.id < calculation_id)))
+    return query.where(pw.Tuple(Calculation.created_at, Calculation.id)
+                       < pw.Tuple(Calculation.created_at.db_value(moment), calculation_id))
 
 
 def page(organization_id: int, environment: str, filters: Filters, cursor=None, size: int | None = None):
@@ -330,10 +304,7 @@ def endpoint_health(organization_id: int, environment: str, since: dt.datetime) 
                    & (WebhookEvent.created_at >= since))
             .group_by(WebhookEvent.delivery_status).tuples())
     counts = dict(rows)
-    last = (WebhookAttempt.select().join(WebhookEvent)
-            .where((WebhookEvent.organization == organization_id) & (WebhookEvent.environment == environment))
-            .order_by(WebhookAttempt.attempted_at.desc()).first())
-    return {"counts": counts, "last_attempt": last}
+    return {"counts": counts, "last_attempt": WebhookAttempt.last_of(organization_id, environment)}
 
 
 def event(organization_id: int, environment: str, event_id: str) -> WebhookEvent | None:

@@ -20,8 +20,11 @@ class OverviewPages(Pages):
         org, environment = session.organization, session.environment
         now = utcnow()
         first, last = insights.period_dates("this-month", now.date())
-        month = insights.emissions_by_activity(org.id, environment, first, last)
-        days = insights.daily_by_activity(org.id, environment, 30, now)
+        # One read of the day rollups for both: this month, and the chart's last 30 days.
+        chart_first = now.date() - dt.timedelta(days=29)
+        rows = insights.activity_days(org.id, environment, min(first, chart_first), max(last, now.date()))
+        month = insights.emissions_by_activity(org.id, environment, first, last, rows)
+        days = insights.daily_by_activity(org.id, environment, 30, now, rows)
         latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
         endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
