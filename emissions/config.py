@@ -14,7 +14,7 @@ DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 
 
 def default_threads(database_url: str) -> int:
-    """Waitress worker threads when THREADS is unset: 1 on SQLite, 8 on PostgreSQL.
+    """The API's Waitress request threads when THREADS is unset: 1 on SQLite, 8 on PostgreSQL.
 
     On SQLite a thread waits on nothing slow (the file is local, one writer at a time), and every
     SQLite call hands the interpreter lock to whichever thread wants it: more threads only add
@@ -22,6 +22,17 @@ def default_threads(database_url: str) -> int:
     of them keep the process busy meanwhile.
     """
     return 1 if database_url.startswith("sqlite") else 8
+
+
+def default_workspace_threads(database_url: str) -> int:
+    """The workspace's own request threads when WORKSPACE_THREADS is unset: 1 on SQLite, 2 on PostgreSQL.
+
+    They serve only the workspace (server.DrainingDispatcher), so a download that streams every row
+    never holds a thread of the API's. On SQLite one is enough for the same reason as default_threads;
+    on PostgreSQL, where a thread waits on the network, a second lets a page be answered while one
+    download streams.
+    """
+    return 1 if database_url.startswith("sqlite") else 2
 
 
 class ConfigError(ValueError):
@@ -147,6 +158,7 @@ class Config:
     webhook_allow_private_live: bool = False
     webhook_allow_private_test: bool = False  # quickstart and the integrators' Sandbox turn it on
     threads: int | None = None  # None: default_threads(database_url)
+    workspace_threads: int | None = None  # None: default_workspace_threads(database_url)
     log_requests: bool = True
     calculation_cache_size: int = 10_000
     # Serving (docs/operations.md, "Server settings").
@@ -182,6 +194,7 @@ class Config:
             webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
             webhook_allow_private_test=env_bool("WEBHOOK_ALLOW_PRIVATE_TEST", False),
             threads=env_int("THREADS", 0, minimum=1) or None,
+            workspace_threads=env_int("WORKSPACE_THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
             workers=env_int("WORKERS", 1, minimum=1, maximum=MAX_WORKERS),
@@ -204,6 +217,11 @@ class Config:
     def serving_threads(self) -> int:
         """THREADS, or the default for the database (default_threads)."""
         return self.threads or default_threads(self.database_url)
+
+    @property
+    def workspace_serving_threads(self) -> int:
+        """WORKSPACE_THREADS, or the default for the database (default_workspace_threads)."""
+        return self.workspace_threads or default_workspace_threads(self.database_url)
 
     @property
     def postgres_waits(self) -> "postgres.PostgresWaits":

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 import time
 import uuid
 
@@ -78,31 +79,72 @@ class CountingTask(WSGITask):
         return environ
 
 
+def is_workspace(path: str) -> bool:
+    """Whether a request path is the workspace's: its pages, its static files, its exports."""
+    return path == "/workspace" or path.startswith("/workspace/")
+
+
+class Lane(ThreadedTaskDispatcher):
+    """Waitress's request threads, named after the lane they serve (`workspace-0`, ...)."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def start_new_thread(self, target, thread_no):
+        threading.Thread(target=target, name=f"{self.name}-{thread_no}", args=(thread_no,), daemon=True).start()
+
+
 class DrainingDispatcher(ThreadedTaskDispatcher):
-    """Waitress's request threads, answering the requests already received before they stop.
+    """Waitress's request threads in two lanes, answering the requests already received before they stop.
+
+    The API's requests are served by this dispatcher's own threads (THREADS), the workspace's by
+    those of `workspace` (WORKSPACE_THREADS): a download streams every row on its thread, and on
+    SQLite's one API thread an API request would wait for its last row. Waitress hands over a
+    connection with its next request first in line; a connection whose next request is for the
+    other lane is handed to that lane when its current one is answered.
 
     On SIGTERM Waitress lets each thread finish the request in its hands and cancels those waiting
     in the queue: their clients lose the connection without an answer (behind a proxy, a 502 for a
-    POST it will not retry). Here shutdown() first waits, at most DRAIN_SECONDS, until the queue is
-    empty and every thread idle. A queued request is complete already (its body read); its thread
-    sends the answer itself, so the stopped socket loop is not needed for it.
+    POST it will not retry). Here shutdown() first waits, at most DRAIN_SECONDS, until both lanes'
+    queues are empty and every thread idle. A queued request is complete already (its body read);
+    its thread sends the answer itself, so the stopped socket loop is not needed for it.
     """
 
     DRAIN_SECONDS = 10.0  # a request waits at most about this long on SQLite's write lock (busy_timeout)
 
     def __init__(self):
         super().__init__()
+        self.workspace = Lane("workspace")
         self.before_drain = lambda: None  # create_server: close the listening sockets
+
+    def add_task(self, task):
+        """Queue a connection (Waitress's task) on the lane of the request it is to serve next."""
+        requests = getattr(task, "requests", None)
+        if requests and is_workspace(getattr(requests[0], "path", "")):
+            self.workspace.add_task(task)
+        else:
+            super().add_task(task)
+
+    def idle(self) -> bool:
+        """No request queued or in hand on either lane.
+
+        Both locks are held at once: a thread hands a connection to the other lane before it counts
+        itself idle, so the connection is seen in one lane or the other, never between them.
+        """
+        with self.workspace.lock, self.lock:
+            return not (self.queue or self.active_count or self.workspace.queue or self.workspace.active_count)
 
     def shutdown(self, cancel_pending=True, timeout=5):
         self.before_drain()  # new clients are refused (and may go elsewhere), not taken in and dropped
         deadline = time.monotonic() + self.DRAIN_SECONDS
-        while time.monotonic() < deadline:
-            with self.lock:
-                if not self.queue and self.active_count == 0:
-                    break
+        while time.monotonic() < deadline and not self.idle():
             time.sleep(0.02)
-        return super().shutdown(cancel_pending, timeout)
+        self.set_thread_count(0)  # both lanes' threads stop at once, each when its request is answered
+        self.workspace.set_thread_count(0)
+        started = time.monotonic()
+        self.workspace.shutdown(cancel_pending, timeout)
+        return super().shutdown(cancel_pending, max(0.0, timeout - (time.monotonic() - started)))
 
 
 class EnvelopeChannel(HTTPChannel):
@@ -170,8 +212,9 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
                   sockets: list | None = None):
     """A Waitress server for the app, answering even the requests it cannot parse with the envelope.
 
-    The connection settings come from the config (docs/operations.md, "Server settings"); with
-    `sockets`, it serves on those (bound already) instead of host and port.
+    `threads` serve the API; the workspace has its own (DrainingDispatcher), as many as the config's
+    workspace_serving_threads. The connection settings come from the config (docs/operations.md,
+    "Server settings"); with `sockets`, it serves on those (bound already) instead of host and port.
     """
     settings = config or getattr(app, "settings", None) or Config()
     where = {"sockets": sockets} if sockets else {"host": host, "port": port}
@@ -187,6 +230,7 @@ def create_server(app, host: str | None, port: int | None, threads: int, config:
         # proxies.trusting() has already cleared the forwarding headers of untrusted peers.
         clear_untrusted_proxy_headers=False, _dispatcher=dispatcher)
     dispatcher.set_thread_count(threads)  # what create_server does for a dispatcher of its own making
+    dispatcher.workspace.set_thread_count(settings.workspace_serving_threads)
     dispatcher.before_drain = lambda: close_listeners(server)
     server.channel_class = EnvelopeChannel
     enforce_head_deadline(server, settings.request_head_timeout)

@@ -343,7 +343,8 @@ class LiveServer:
             with self._closing:
                 self._closed = True
             self.server.task_dispatcher.shutdown()
-            self.workers_left = len(self.server.task_dispatcher.threads)
+            dispatcher = self.server.task_dispatcher  # the API's threads and the workspace's
+            self.workers_left = len(dispatcher.threads) + len(dispatcher.workspace.threads)
             wasyncore.close_all(self.server._map, ignore_all=True)
 
     def __enter__(self):

@@ -296,6 +296,10 @@ def test_the_documented_defaults_are_the_defaults(monkeypatch):
     assert defaults.serving_threads == 1
     assert defaults.with_(database_url="postgresql://db.example/emissions").serving_threads == 8
     assert defaults.with_(threads=3).serving_threads == 3
+    assert documented["WORKSPACE_THREADS"] == "`1` on SQLite, `2` on PostgreSQL"
+    assert defaults.workspace_serving_threads == 1
+    assert defaults.with_(database_url="postgresql://db.example/emissions").workspace_serving_threads == 2
+    assert defaults.with_(workspace_threads=3, threads=5).workspace_serving_threads == 3
 
 
 # --- a lost database connection ----------------------------------------------------------------

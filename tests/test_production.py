@@ -20,8 +20,8 @@ from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config, ConfigError
 from emissions.server import EnvelopeChannel, create_server
-from conftest import (EMISSIONS, LiveServer, cli_json, logistics_body, make_org, raw_exchange, serving,
-                      stop_the_sign_in_clock)
+from conftest import (EMISSIONS, LiveServer, cli_json, logistics_body, make_org, post_calculation, raw_exchange,
+                      serving, stop_the_sign_in_clock)
 
 PASSWORD = "correct horse battery"
 
@@ -95,6 +95,7 @@ def test_the_server_settings_documented_in_operations_are_the_defaults(monkeypat
     ("CONNECTION_LIMIT", "0", "CONNECTION_LIMIT must be at least 1"),
     ("CHANNEL_TIMEOUT", "soon", "CHANNEL_TIMEOUT must be an integer"),
     ("WORKERS", "0", "WORKERS must be at least 1"),
+    ("WORKSPACE_THREADS", "0", "WORKSPACE_THREADS must be at least 1"),
     ("WORKERS", "65", "WORKERS must be at most 64"),  # as serve --workers
     ("RETENTION_DAYS", "3000000", "RETENTION_DAYS must be at most 100000"),  # no date lies that far back
     ("TRUSTED_PROXY", "127.0.0.1,proxy.example", "TRUSTED_PROXY must be comma-separated IP addresses"),
@@ -458,6 +459,125 @@ def test_sign_in_throttling_keys_on_the_real_client_address(proxied_workspace, m
     assert sign_in_through_proxy(proxied_workspace, "203.0.113.7", "y@acme.example", "wrong!")[0] == 429
     # Another client behind the same proxy is not held back by the first one's failures.
     assert sign_in_through_proxy(proxied_workspace, "198.51.100.9", "ops@acme.example", PASSWORD)[0] == 303
+
+
+# --- 4. the workspace's own threads ---------------------------------------------------------------
+
+class Held:
+    """The app, with a route under /workspace and one under /v1 that stay in progress until their
+    gate opens (as a long download does), answering with the name of the thread that served them."""
+
+    def __init__(self, app):
+        self.app, self.settings = app, app.settings.with_(workspace_threads=1)
+        self.gates = {"/workspace/held": threading.Event(), "/v1/held": threading.Event()}
+        self.entered = threading.Semaphore(0)
+
+    def __call__(self, environ, start_response):
+        gate = self.gates.get(environ["PATH_INFO"])
+        if gate is None:
+            return self.app(environ, start_response)
+        self.entered.release()
+        gate.wait(60)
+        body = threading.current_thread().name.encode()
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    def open(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
+
+
+def until(condition) -> None:
+    """Wait (sequencing only) until condition() holds; fail if it never does."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "the server never reached the expected state"
+        time.sleep(0.01)
+
+
+def test_the_api_answers_while_a_workspace_request_holds_its_thread(app, client, acme):
+    """With one API thread (SQLite's default): the workspace's request is served on a thread of its own."""
+    created = post_calculation(client, acme, status=201).json
+    held = Held(app)
+    download: dict = {}
+    with LiveServer(held, threads=1) as server:
+        sender = threading.Thread(target=lambda: download.update(
+            answer=requests.get(server.url + "/workspace/held", timeout=90)))
+        sender.start()
+        try:
+            assert held.entered.acquire(timeout=30)  # the workspace request is in progress
+            health = requests.get(server.url + "/healthz", timeout=30)
+            fetched = requests.get(f"{server.url}/v1/calculations/{created['id']}", headers=acme.headers(),
+                                   timeout=30)
+            assert not download and sender.is_alive()  # answered while the workspace request still is not
+        finally:
+            held.open()
+            sender.join(30)
+    assert health.status_code == 200, health.text
+    assert fetched.status_code == 200 and fetched.json()["id"] == created["id"]
+    assert download["answer"].status_code == 200 and download["answer"].text == "workspace-0"
+
+
+def test_a_connection_is_handed_from_the_workspace_s_threads_to_the_api_s_between_two_requests(app):
+    held = Held(app)
+    held.open()
+    with LiveServer(held, threads=1) as server:
+        pipelined = (b"GET /workspace/held HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /v1/held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        with socket.create_connection(("127.0.0.1", server.server.effective_port), timeout=30) as sock:
+            sock.sendall(pipelined)
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+    assert received.count(b"HTTP/1.1 200 OK") == 2, received
+    assert received.index(b"\r\n\r\nworkspace-0") < received.index(b"\r\n\r\nwaitress-0"), received
+
+
+def test_shutdown_answers_the_requests_queued_on_both_lanes(app):
+    """One request in progress and one queued on each lane at SIGTERM's shutdown: all four answered.
+    The API's gate opens first and the workspace's a moment after the API's lane is idle, so that a
+    drain that did not wait for the workspace's lane would stop its thread before its queued request."""
+    held = Held(app)
+    server = LiveServer(held, threads=1)
+    dispatcher = server.server.task_dispatcher
+    draining = threading.Event()
+    close_listeners = dispatcher.before_drain
+    dispatcher.before_drain = lambda: (close_listeners(), draining.set())
+    answers: dict = {}
+
+    def get(number: int, path: str):
+        try:
+            answers[number] = requests.get(server.url + path, timeout=90)
+        except requests.RequestException as exc:
+            answers[number] = exc
+
+    def open_when_draining():
+        if draining.wait(60):
+            held.gates["/v1/held"].set()
+            until(lambda: not dispatcher.queue and dispatcher.active_count == 0)
+            # A drain that did not wait for the workspace's lane would now tell its thread to stop
+            # (stop_count); this one waits, and the pause is sequencing only.
+            pause = time.monotonic() + 2
+            while dispatcher.workspace.stop_count == 0 and time.monotonic() < pause:
+                time.sleep(0.01)
+        held.open()
+
+    paths = ["/workspace/held", "/v1/held", "/workspace/held", "/v1/held"]
+    senders = [threading.Thread(target=get, args=(number, path)) for number, path in enumerate(paths)]
+    opener = threading.Thread(target=open_when_draining)
+    with server:
+        for sender in senders:
+            sender.start()
+        until(lambda: len(dispatcher.queue) == 1 and len(dispatcher.workspace.queue) == 1)
+        assert dispatcher.active_count == 1 and dispatcher.workspace.active_count == 1
+        opener.start()
+    # LiveServer's exit drains and checks that no thread of either lane is left.
+    opener.join(30)
+    for sender in senders:
+        sender.join(30)
+    assert all(isinstance(answer, requests.Response) for answer in answers.values()), answers
+    assert {number: (answer.status_code, answer.text) for number, answer in answers.items()} == {
+        0: (200, "workspace-0"), 1: (200, "waitress-0"), 2: (200, "workspace-0"), 3: (200, "waitress-0")}
 
 
 # --- 8. edges of input -----------------------------------------------------------------------------
