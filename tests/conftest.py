@@ -156,6 +156,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "on_both: run the test on SQLite and on PostgreSQL")
 
 
+# Tests that share a costly session set-up, by the fixture they use: the set-up is made in one process
+# (pytest-xdist's loadgroup, setup.cfg), and these groups, the largest units, are handed out first.
+SHARED_SETUPS = {"source": "build", "browser": "browser"}  # the package build; one Chromium
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in SHARED_SETUPS.items():
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 @pytest.fixture
 def config(database_url) -> Config:
     return Config(database_url=database_url, log_requests=False, rate_limit_per_second=0,
@@ -285,6 +298,26 @@ def stop_the_sign_in_clock(app, monkeypatch) -> None:
     now = time.monotonic()
     for bucket in (throttle.by_email_and_address, throttle.by_address):
         monkeypatch.setattr(bucket, "clock", lambda: now)
+
+
+# --- the browser ----------------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright, launched once for the browser tests (each opens its own
+    contexts); they skip where there is no Chromium (`.ci/run` installs it)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    if CHROMIUM is None:
+        pytest.skip("no Chromium found (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 # --- the statements a test sends ------------------------------------------------------------------
