@@ -422,12 +422,12 @@ def seed_through_cli(path: Path, monkeypatch) -> str:
 
 
 @contextlib.contextmanager
-def serving(tmp_path, monkeypatch, *argv, **env):
-    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
-    factor; yields (process, url, key). Killed at the end if still running."""
+def serving(tmp_path, monkeypatch, *argv, command=(str(EMISSIONS),), **env):
+    """`emissions serve ARGV` (or `COMMAND serve ARGV`) as a subprocess on a SQLite file with an org, a
+    calculate key, a customer and a factor; yields (process, url, key). Killed at the end if still running."""
     key = seed_through_cli(tmp_path / "served.sqlite3", monkeypatch)
     port = free_port()
-    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*command, "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false", **env})
     try:
