@@ -156,6 +156,7 @@ def pytest_generate_tests(metafunc):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "on_both: run the test on SQLite and on PostgreSQL")
+    config.addinivalue_line("markers", "xdist_group(name): run in the process of the group's other tests")
 
 
 # Tests that share a costly session set-up, by the fixture they use: the set-up is made in one process
@@ -163,6 +164,7 @@ def pytest_configure(config):
 SHARED_SETUPS = {"source": "build", "browser": "browser"}  # the package build; one Chromium
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, group in SHARED_SETUPS.items():
