@@ -156,21 +156,39 @@ def pytest_generate_tests(metafunc):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "on_both: run the test on SQLite and on PostgreSQL")
-    config.addinivalue_line("markers", "xdist_group(name): run in the process of the group's other tests")
 
 
-# Tests that share a costly session set-up, by the fixture they use: the set-up is made in one process
-# (pytest-xdist's loadgroup, setup.cfg), and these groups, the largest units, are handed out first.
-SHARED_SETUPS = {"source": "build", "browser": "browser"}  # the package build; one Chromium
+# Tests that share a costly set-up, by where they are: each group runs in one process of pytest-xdist,
+# so that its set-up is made once, and the groups, the largest units, are handed out first.
+SHARED_SETUPS = {
+    "tests/test_packaging.py": "build",  # the wheel and the pyz
+    "tests/test_testing.py::test_the_documented_example_passes_in_a_fresh_environment": "build",  # the wheel
+    "tests/test_workspace_browser.py": "browser",  # the served sites and the one Chromium
+    "tests/test_shipments_workspace.py::test_the_chain_fits_the_screen_in_chromium": "browser",
+}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        for fixture, group in SHARED_SETUPS.items():
-            if fixture in item.fixturenames:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+def shared_setup(nodeid: str) -> str:
+    """The group of a test, or the test itself."""
+    for where, group in SHARED_SETUPS.items():
+        if nodeid == where or nodeid.startswith((where + "::", where + "[")):
+            return group
+    return nodeid
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """For the default distribution (`-n`), pytest-xdist's load scheduling of single tests, but with the
+    groups above as units. (Its own `--dist loadgroup` marks groups in a way pytest 9 ignores.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_setup(nodeid)
+
+    return SharedSetupScheduling(config, log)
 
 
 @pytest.fixture
