@@ -300,6 +300,7 @@ def test_at_390_px_no_page_scrolls_sideways(browser, site):
             widths[path] = phone.evaluate("document.documentElement.scrollWidth")
         phone.goto("/workspace/calculations")
         phone.locator("#calculations tbody a").first.click()
+        phone.wait_for_url("**/workspace/calculations/*")  # not the list's page while it is left
         widths["a calculation"] = phone.evaluate("document.documentElement.scrollWidth")
         assert {path: width for path, width in widths.items() if width > 390} == {}
         assert phone.locator("nav.sidebar").is_visible() and phone.locator(".envswitch").is_visible()
