@@ -54,7 +54,9 @@ def postgres_schema_url(url: str) -> str:
     """
     schema = f"test_{os.getpid()}"
     separator = "&" if "?" in url else "?"
-    schema_url = f"{url}{separator}options=-csearch_path%3D{schema}"
+    # Commits do not wait for the log to reach the disk (what another session sees is the same; only a
+    # crash of the server could lose the last ones), as the SQLite files live in memory.
+    schema_url = f"{url}{separator}options=-csearch_path%3D{schema}%20-csynchronous_commit%3Doff"
     database = open_database(schema_url)
     database.connect()
     if schema in _migrated_schemas:
@@ -154,6 +156,39 @@ def pytest_generate_tests(metafunc):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "on_both: run the test on SQLite and on PostgreSQL")
+
+
+# Tests that share a costly set-up, by where they are: each group runs in one process of pytest-xdist,
+# so that its set-up is made once, and the groups, the largest units, are handed out first.
+SHARED_SETUPS = {
+    "tests/test_packaging.py": "build",  # the wheel and the pyz
+    "tests/test_testing.py::test_the_documented_example_passes_in_a_fresh_environment": "build",  # the wheel
+    "tests/test_workspace_browser.py": "browser",  # the served sites and the one Chromium
+    "tests/test_shipments_workspace.py::test_the_chain_fits_the_screen_in_chromium": "browser",
+}
+
+
+def shared_setup(nodeid: str) -> str:
+    """The group of a test, or the test itself."""
+    for where, group in SHARED_SETUPS.items():
+        if nodeid == where or nodeid.startswith((where + "::", where + "[")):
+            return group
+    return nodeid
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """For the default distribution (`-n`), pytest-xdist's load scheduling of single tests, but with the
+    groups above as units. (Its own `--dist loadgroup` marks groups in a way pytest 9 ignores.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_setup(nodeid)
+
+    return SharedSetupScheduling(config, log)
 
 
 @pytest.fixture
@@ -287,6 +322,26 @@ def stop_the_sign_in_clock(app, monkeypatch) -> None:
         monkeypatch.setattr(bucket, "clock", lambda: now)
 
 
+# --- the browser ----------------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright, launched once for the browser tests (each opens its own
+    contexts); they skip where there is no Chromium (`.ci/run` installs it)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    if CHROMIUM is None:
+        pytest.skip("no Chromium found (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
 # --- the statements a test sends ------------------------------------------------------------------
 
 class RecordingCursor:
@@ -390,12 +445,12 @@ def seed_through_cli(path: Path, monkeypatch) -> str:
 
 
 @contextlib.contextmanager
-def serving(tmp_path, monkeypatch, *argv, **env):
-    """`emissions serve ARGV` as a subprocess on a SQLite file with an org, a calculate key, a customer and a
-    factor; yields (process, url, key). Killed at the end if still running."""
+def serving(tmp_path, monkeypatch, *argv, command=(str(EMISSIONS),), **env):
+    """`emissions serve ARGV` (or `COMMAND serve ARGV`) as a subprocess on a SQLite file with an org, a
+    calculate key, a customer and a factor; yields (process, url, key). Killed at the end if still running."""
     key = seed_through_cli(tmp_path / "served.sqlite3", monkeypatch)
     port = free_port()
-    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*command, "serve", "--port", str(port), *argv], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "WEBHOOK_POLL_SECONDS": "60", "LOG_REQUESTS": "false", **env})
     try:

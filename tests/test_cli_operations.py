@@ -21,7 +21,7 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, utcnow
-from conftest import EMISSIONS, LiveServer, logistics_body, post_calculation
+from conftest import EMISSIONS, LiveServer, cli_json, logistics_body, post_calculation
 from webhook_receiver import Receiver
 
 
@@ -92,11 +92,12 @@ def test_the_audit_shows_an_endpoints_url_without_its_query_or_fragment(ok, rece
     assert "SECRET123" not in json.dumps(events) and "frag" not in json.dumps(events)
 
 
-def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path, monkeypatch):
     """`emissions factor list --json | head -c 10`: the pipe closes, and the command stops quietly."""
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'pipe.sqlite3'}"}
-    subprocess.run([str(EMISSIONS), "migrate"], env=env, check=True, capture_output=True)
-    subprocess.run([str(EMISSIONS), "factor", "load-library"], env=env, check=True, capture_output=True)
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'pipe.sqlite3'}")
+    cli_json("migrate")  # in-process: only the listing's pipe is the point
+    cli_json("factor", "load-library")
+    env = dict(os.environ)
     # About 90 KB of JSON: more than a pipe holds, so the write meets the closed pipe.
     done = subprocess.run(f"'{EMISSIONS}' factor list --json | head -c 10", shell=True, env=env,
                           capture_output=True, text=True)
@@ -104,13 +105,13 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
 
 
-def test_a_short_output_to_a_reader_that_has_gone_is_one_line_not_an_error_at_exit(tmp_path):
+def test_a_short_output_to_a_reader_that_has_gone_is_one_line_not_an_error_at_exit(tmp_path, monkeypatch):
     """Buffered output (no PYTHONUNBUFFERED) small enough to wait for the exit: written, and refused,
     while the command still runs."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'pipe.sqlite3'}")
+    cli_json("migrate")  # in-process: only the listing's pipe is the point
+    cli_json("org", "create", "--name", "Acme")
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
-    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pipe.sqlite3'}"
-    subprocess.run([str(EMISSIONS), "migrate"], env=env, check=True, capture_output=True)
-    subprocess.run([str(EMISSIONS), "org", "create", "--name", "Acme"], env=env, check=True, capture_output=True)
     process = subprocess.Popen([str(EMISSIONS), "org", "list"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     process.stdout.close()  # the reader goes before the command writes
@@ -274,10 +275,10 @@ def test_backup_of_a_database_url_that_names_no_file_is_refused_and_creates_noth
     assert not missing.exists() and not (tmp_path / "copy.sqlite3").exists()
 
 
-def test_a_new_sqlite_database_is_its_owners_alone(tmp_path):
+def test_a_new_sqlite_database_is_its_owners_alone(tmp_path, monkeypatch):
     database = tmp_path / "fresh.sqlite3"
-    subprocess.run([str(EMISSIONS), "migrate"], env={**os.environ, "DATABASE_URL": f"sqlite:///{database}"},
-                   check=True, capture_output=True)
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
+    cli_json("migrate")
     assert database.stat().st_mode & 0o777 == 0o600
 
 

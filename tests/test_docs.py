@@ -209,6 +209,8 @@ def sandbox(tmp_path):
     port = free_port()
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("DATABASE_URL", "PYTHONPATH", "VIRTUAL_ENV")}
+    # As `pip install --no-compile`: the tour compiles what it imports, not every module pip installs.
+    environment["PIP_COMPILE"] = "false"
     process = subprocess.Popen(["bash", "-c", f"{install} --port {port}"], cwd=checkout, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

@@ -323,8 +323,7 @@ def test_a_production_database_migrated_and_loaded_by_the_console_command_has_th
 @pytest.mark.on_both
 def test_several_processes_loading_the_library_at_once_create_each_version_once(database_url, tmp_path):
     emissions = Path(sys.executable).with_name("emissions")
-    environment = {**os.environ, "DATABASE_URL": database_url}
-    subprocess.run([str(emissions), "migrate"], env=environment, check=True, capture_output=True, cwd=tmp_path)
+    environment = {**os.environ, "DATABASE_URL": database_url}  # migrated by the fixture
     running = [subprocess.Popen([str(emissions), "factor", "load-library", "--json"], env=environment, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path) for _ in range(3)]
     results = [(process.wait(timeout=120), *process.communicate()) for process in running]

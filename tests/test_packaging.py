@@ -186,6 +186,13 @@ def bare_python(tmp_path_factory) -> Path:
     return bare_venv(sys.executable, tmp_path_factory.mktemp("bare") / "venv")
 
 
+@pytest.fixture(scope="module")
+def unpacked(tmp_path_factory) -> dict[str, str]:
+    """Where the pyz unpacks its dependencies (SHIV_ROOT): its first run here unpacks them, the later
+    ones, on any Python, use them (the unpacked files are the same for every Python)."""
+    return {"SHIV_ROOT": str(tmp_path_factory.mktemp("shiv"))}
+
+
 def test_the_pyz_carries_the_postgres_driver_and_no_source_tree_files(pyz):
     names = zipfile.ZipFile(pyz).namelist()
     assert "site-packages/emissions/data/desnz-2025-freight.json" in names
@@ -193,8 +200,7 @@ def test_the_pyz_carries_the_postgres_driver_and_no_source_tree_files(pyz):
     assert not any(name.startswith(("site-packages/tests/", "site-packages/bench/")) for name in names)
 
 
-def test_the_pyz_runs_quickstart_and_serve_with_nothing_else_installed(pyz, bare_python, tmp_path):
-    unpacked = {"SHIV_ROOT": str(tmp_path / "shiv")}
+def test_the_pyz_runs_quickstart_and_serve_with_nothing_else_installed(pyz, bare_python, unpacked, tmp_path):
     with Served([str(bare_python), str(pyz), "quickstart"], cwd=tmp_path, **unpacked) as quickstart:
         response = post_printed_curl(quickstart.announced["curl"])
         assert response.status_code == 201, response.text
@@ -216,10 +222,9 @@ def test_the_pyz_runs_quickstart_and_serve_with_nothing_else_installed(pyz, bare
             "sea_route", "great_circle"]
 
 
-def test_the_pyz_reaches_postgresql_with_its_own_driver(pyz, bare_python, tmp_path):
+def test_the_pyz_reaches_postgresql_with_its_own_driver(pyz, bare_python, unpacked, tmp_path):
     result = subprocess.run([str(bare_python), str(pyz), "migrate"], cwd=tmp_path, capture_output=True, text=True,
-                            env=clean_environment(SHIV_ROOT=str(tmp_path / "shiv"),
-                                                  DATABASE_URL=CLOSED_POSTGRES.format(port=closed_port())),
+                            env=clean_environment(DATABASE_URL=CLOSED_POSTGRES.format(port=closed_port()), **unpacked),
                             timeout=120)
     assert result.returncode == 1
     assert result.stderr.startswith("emissions: database error:"), result.stderr  # it tried: the driver is there
@@ -227,12 +232,11 @@ def test_the_pyz_reaches_postgresql_with_its_own_driver(pyz, bare_python, tmp_pa
 
 
 @pytest.mark.parametrize("version", [version for version in PYTHONS if version != RUNNING])
-def test_the_pyz_runs_on_every_python_it_was_built_for(pyz, version, tmp_path):
+def test_the_pyz_runs_on_every_python_it_was_built_for(pyz, version, unpacked, tmp_path):
     python = find_python(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine")
     bare = bare_venv(python, tmp_path / "venv")
-    unpacked = {"SHIV_ROOT": str(tmp_path / "shiv")}
     with Served([str(bare), str(pyz), "quickstart"], cwd=tmp_path, **unpacked) as quickstart:
         response = post_printed_curl(quickstart.announced["curl"])  # validated by jsonschema: rpds-py loads
         assert response.status_code == 201, response.text

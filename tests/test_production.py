@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -203,12 +204,12 @@ def test_with_two_workers_every_event_is_delivered_once(tmp_path, monkeypatch):
     receiver = Receiver()
     monkeypatch.setenv("WEBHOOK_ALLOW_PRIVATE_TEST", "true")  # the receiver is on loopback
     try:
-        with serving(tmp_path, monkeypatch, "--workers", "2", WEBHOOK_POLL_SECONDS="0.1") as (process, url, key):
+        with serving(tmp_path, monkeypatch, "--workers", "2", WEBHOOK_POLL_SECONDS="0.05") as (process, url, key):
             cli_json("webhook", "set", "--org", "acme", "--env", "test", "--url", receiver.url)
             for number in range(6):
                 assert calculate(url, key, f"hooked-{number}").status_code == 201
             assert receiver.wait_for(6)
-            time.sleep(1)  # sequencing only: ten more polls, in which a second deliverer would send again
+            time.sleep(0.5)  # sequencing only: ten more polls, in which a second deliverer would send again
             process.send_signal(signal.SIGTERM)
             process.communicate(timeout=30)
     finally:
@@ -299,8 +300,14 @@ def test_a_worker_killed_under_load_is_started_again_and_no_acknowledged_calcula
     assert "emissions: worker 0 was killed by signal 9; starting it again in 0.5 s" in err.splitlines()
 
 
+# The console command with the restart backoff a tenth of the shipped one: the test below checks that it
+# doubles until the parent gives up; the test above checks the first delay as shipped.
+QUICK_BACKOFF = (sys.executable, "-c", "import sys; from emissions import cli, workers; "
+                                       "workers.FIRST_BACKOFF /= 10; sys.exit(cli.main())")
+
+
 def test_a_worker_that_keeps_dying_stops_the_others_and_the_parent_fails(tmp_path, monkeypatch):
-    with serving(tmp_path, monkeypatch, "--workers", "2") as (process, url, key):
+    with serving(tmp_path, monkeypatch, "--workers", "2", command=QUICK_BACKOFF) as (process, url, key):
         first, second = children_of(process.pid)
         victim = first
         for _ in range(workers.MAX_DEATHS - 1):
@@ -310,7 +317,7 @@ def test_a_worker_that_keeps_dying_stops_the_others_and_the_parent_fails(tmp_pat
         out, err = process.communicate(timeout=60)
         assert process.returncode == 1
         lines = err.strip().splitlines()
-        assert [line.rsplit(" in ", 1)[-1] for line in lines[:4]] == ["0.5 s", "1 s", "2 s", "4 s"]
+        assert [line.rsplit(" in ", 1)[-1] for line in lines[:4]] == ["0.05 s", "0.1 s", "0.2 s", "0.4 s"]
         assert lines[-2] == "emissions: worker 0 was killed by signal 9; 5 deaths within 60 s, so every worker is stopped"
         assert lines[-1] == "emissions: workers kept stopping unexpectedly, so every worker was stopped"
         assert not Path(f"/proc/{second}").exists()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
@@ -10,8 +9,6 @@ from emissions import workspace
 from tests.conftest import LiveServer
 from tests.test_shipments import library, post, worked_example  # noqa: F401  (library is a fixture)
 from tests.test_workspace import PASSWORD, sign_in
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture
@@ -53,16 +50,13 @@ def test_another_organizations_shipment_is_a_404(client, drawn):
     assert client.get("/workspace/shipments/not-an-id", status=404)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (apt-get install -y chromium)")
 @pytest.mark.parametrize("width", [1280, 390])
-def test_the_chain_fits_the_screen_in_chromium(app, client, drawn, width):
-    playwright_api = pytest.importorskip("playwright.sync_api")
+def test_the_chain_fits_the_screen_in_chromium(app, client, drawn, width, browser):
     mine, _ = drawn
-    with LiveServer(app) as server, playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox",
-                                                                            "--disable-gpu"])
+    with LiveServer(app) as server:
+        context = browser.new_context(base_url=server.url, viewport={"width": width, "height": 900})
         try:
-            page = browser.new_context(base_url=server.url, viewport={"width": width, "height": 900}).new_page()
+            page = context.new_page()
             page.goto("/workspace/login")
             page.fill("#email", "ops@acme.example")
             page.fill("#password", PASSWORD)
@@ -77,4 +71,4 @@ def test_the_chain_fits_the_screen_in_chromium(app, client, drawn, width):
             assert 0 < box["width"] <= width and box["height"] > 100
             assert page.evaluate("document.documentElement.scrollWidth") <= width
         finally:
-            browser.close()
+            context.close()

@@ -4,7 +4,6 @@ server, a real webhook delivery worker and a real local receiver. Skipped where 
 from __future__ import annotations
 
 import re
-import shutil
 import threading
 
 import pytest
@@ -19,14 +18,11 @@ from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import ApiKey, Organization, User
 from emissions.workspace import insights
-from conftest import POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url
+from conftest import CHROMIUM, POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url
 from webhook_receiver import Receiver
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (apt-get install -y chromium)")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 PASSWORD = "correct horse battery"
 ADMIN = "ada@acme.example"
 PAGES = ("/workspace", "/workspace/calculations", "/workspace/customers", "/workspace/customers/northwind",
@@ -90,14 +86,6 @@ def site(request, tmp_path_factory):
         deliverer.close()
         receiver.close()
         models.db.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -312,6 +300,7 @@ def test_at_390_px_no_page_scrolls_sideways(browser, site):
             widths[path] = phone.evaluate("document.documentElement.scrollWidth")
         phone.goto("/workspace/calculations")
         phone.locator("#calculations tbody a").first.click()
+        phone.wait_for_url("**/workspace/calculations/*")  # not the list's page while it is left
         widths["a calculation"] = phone.evaluate("document.documentElement.scrollWidth")
         assert {path: width for path, width in widths.items() if width > 390} == {}
         assert phone.locator("nav.sidebar").is_visible() and phone.locator(".envswitch").is_visible()
