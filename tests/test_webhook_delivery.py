@@ -292,12 +292,12 @@ def test_a_receiver_that_is_down_then_up_gets_every_event(client, config, acme):
     assert WebhookEndpoint.get().down_since is None
 
 
-def queue(persona, count: int) -> list[str]:
-    """`count` events for the persona's test endpoint, due one after another; their ids in that order."""
+def queue(persona, count: int, minutes_ago: int = 60) -> list[str]:
+    """`count` events for the persona's test endpoint, due a minute apart from `minutes_ago`; their ids in that order."""
     ids = []
     for number in range(count):
         event = webhook_events.record_event(persona.org.id, "test", "calculation.succeeded", json.dumps({"n": number}))
-        WebhookEvent.update(next_attempt_at=utcnow() - dt.timedelta(minutes=60 - number)).where(
+        WebhookEvent.update(next_attempt_at=utcnow() - dt.timedelta(minutes=minutes_ago - number)).where(
             WebhookEvent.id == event.id).execute()
         ids.append(event.id)
     return ids
@@ -402,7 +402,7 @@ def test_a_round_with_no_success_ends_the_runs_claiming_until_the_next_poll(conf
     endpoint(acme, down.url)
     endpoint(globex, up.url)
     [first] = queue(acme, 1)
-    later = queue(globex, 2)  # due after acme's
+    later = queue(globex, 2, minutes_ago=30)  # due after acme's
     worker = deliverer(config, threads=1)
     assert worker.run_once() == {"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}
     assert attempts_by_event() == {first: 1, **{event_id: 0 for event_id in later}}
