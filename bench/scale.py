@@ -22,7 +22,8 @@ Measured on each (in this process through WSGI unless said):
 - the workspace pages of a signed-in user: overview, calculations list (page 1 and a filtered
   page), one calculation's page, webhooks page, a customer's page for a period, the CSV export's
   first byte;
-- with `emissions serve` in a subprocess on the file: start-up (until /healthz answers), and an
+- with `emissions serve` in a subprocess on the file: start-up (until /healthz answers, in wall-clock
+  time and in the server's own CPU time), and an
   API GET sent while another connection's overview is being rendered;
 - bytes per calculation (SQLite): the file's used pages (dbstat) over the calculations, by table.
 
@@ -447,6 +448,15 @@ def http_get(port: int, path: str, request_headers: dict) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system) the process has used so far, where /proc tells it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def served(database_url: str, key: str, cookie: str, ids: list[str], repeat: int) -> dict:
     """`emissions serve` on the database in a subprocess (its defaults: one serving thread on
     SQLite, the scheduler and checkpointer): start-up, and an API GET during an overview render."""
@@ -466,6 +476,9 @@ def served(database_url: str, key: str, cookie: str, ids: list[str], repeat: int
                     raise RuntimeError("emissions serve stopped") from None
                 time.sleep(0.01)
         result = {"startup_seconds": round(time.perf_counter() - started, 2)}
+        cpu = process_cpu_seconds(server.pid)
+        if cpu is not None:  # what the start-up itself did, which other work on the machine does not inflate
+            result["startup_cpu_seconds"] = round(cpu, 2)
         api_headers = {"Authorization": f"Bearer {key}"}
         reads = iter(ids)
         result["served_get_alone_ms"] = timed(lambda: http_get(port, f"/v1/calculations/{next(reads)}", api_headers),
@@ -561,7 +574,8 @@ BOUNDS = {
     **{f"page_{name}_cpu_ms": ("ratio", 1.5) for name in PAGES},
     "csv_first_byte_ms": ("ratio", 1.5), "get_by_random_id_ms": ("ratio", 1.5),
     "customer_analytics_ms": ("ratio", 1.5), "customer_emissions_year_ms": ("ratio", 1.5),
-    "startup_seconds": ("ratio", 1.5), "served_get_during_overview_ms": ("ratio", 1.5),
+    "startup_seconds": ("ratio", 1.5), "startup_cpu_seconds": ("ratio", 1.5),
+    "served_get_during_overview_ms": ("ratio", 1.5),
     "fresh_posts_per_second_none_due": ("inverse", 1.5),
     "fresh_posts_per_second_100000_due": ("rate", 0.8),
     "claim_ms_100_due": ("ratio", 1.5), "claim_ms_100000_due": ("ratio", 1.5),
