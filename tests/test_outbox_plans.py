@@ -98,6 +98,24 @@ def test_redeliver_since_and_prune_read_only_their_range(monkeypatch, history, a
         assert_reads_no_history(*statement)
 
 
+def test_redeliver_since_reads_only_the_events_of_enabled_endpoints(monkeypatch, history, acme):
+    """The other organization's skipped events (it has no endpoint) are never read: each UPDATE is
+    of one enabled endpoint's organization and environment, through its created_at range."""
+    since = models.utcnow() - dt.timedelta(hours=1)
+    for organization_id, environment in ((None, None), (acme.org.id, None), (acme.org.id, "test")):
+        sent = statements_of(monkeypatch, lambda: webhook_events.redeliver_since(
+            since, ("failed", "skipped"), organization_id, environment))
+        updates = [(statement, params) for statement, params in reads(sent) if statement.startswith("UPDATE")]
+        assert len(updates) == 1, sent
+        [(statement, params)] = updates
+        assert re.search(r'"webhook_event"."organization_id" = (\?|%s)', statement) and acme.org.id in params, statement
+        if not isinstance(models.db.obj, pw.PostgresqlDatabase):
+            assert "webhook_event_organization_created" in plan(statement, params), plan(statement, params)
+    models.WebhookEndpoint.update(status="disabled").execute()
+    sent = statements_of(monkeypatch, lambda: webhook_events.redeliver_since(since, ("failed", "skipped")))
+    assert not reads(sent), sent
+
+
 def test_the_webhooks_page_reads_only_what_it_shows(monkeypatch, history, acme):
     since = models.utcnow() - dt.timedelta(days=7)
     row = models.Calculation.get_by_id(history[0]["id"])

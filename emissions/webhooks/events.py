@@ -145,17 +145,26 @@ def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "
     if unknown:
         raise WebhookError(f"cannot redeliver events that are {', '.join(unknown)}; "
                            f"choose from {', '.join(REDELIVERABLE)}")
+    # Endpoint by endpoint through webhook_event_organization_created: the events read are those
+    # of organizations with an enabled endpoint created since `since`, never every organization's
+    # events of that time (most of them skipped for want of an endpoint). The EXISTS repeats the
+    # check in the statement itself, for an endpoint disabled meanwhile.
     enabled = (WebhookEndpoint.select(WebhookEndpoint.id)
                .where(endpoint_join() & (WebhookEndpoint.status == "enabled")))
-    condition = ((WebhookEvent.created_at >= since) & WebhookEvent.delivery_status.in_(list(statuses))
-                 & pw.fn.EXISTS(enabled))
+    endpoints = WebhookEndpoint.select(WebhookEndpoint.organization, WebhookEndpoint.environment).where(
+        WebhookEndpoint.status == "enabled")
     if organization_id is not None:
-        # Both environments named, so that webhook_event_organization_created reads only the range.
-        condition &= ((WebhookEvent.organization == organization_id)
-                      & WebhookEvent.environment.in_([environment] if environment else list(ENVIRONMENTS)))
-    elif environment is not None:
-        condition &= WebhookEvent.environment == environment
-    return WebhookEvent.update(_requeue(utcnow())).where(condition).execute()
+        endpoints = endpoints.where(WebhookEndpoint.organization == organization_id)
+    if environment is not None:
+        endpoints = endpoints.where(WebhookEndpoint.environment == environment)
+    now, queued = utcnow(), 0
+    with db.atomic():
+        for endpoint_organization, endpoint_environment in endpoints.tuples():
+            queued += WebhookEvent.update(_requeue(now)).where(
+                (WebhookEvent.organization == endpoint_organization)
+                & (WebhookEvent.environment == endpoint_environment) & (WebhookEvent.created_at >= since)
+                & WebhookEvent.delivery_status.in_(list(statuses)) & pw.fn.EXISTS(enabled)).execute()
+    return queued
 
 
 def skipped_since(organization_id: int, environment: str, since: dt.datetime) -> int:
