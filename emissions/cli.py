@@ -313,8 +313,9 @@ def cmd_analytics_verify(args, config):
     drifted = emit_check(args, run_check(args, analytics.verify), "drifted")
     if drifted:
         customers = sum(1 for drift in drifted if drift["customer"] is not None)
-        organizations = f" and {len(drifted) - customers} organization(s)" if customers < len(drifted) else ""
-        print(f"emissions: analytics drift in {customers} customer(s){organizations}; "
+        counts = [f"{count} {what}(s)" for count, what in ((customers, "customer"),
+                                                          (len(drifted) - customers, "organization")) if count]
+        print(f"emissions: analytics drift in {' and '.join(counts)}; "
               "`emissions analytics rebuild` repairs it", file=sys.stderr)
         return DRIFT_EXIT_STATUS
     return 0
