@@ -164,6 +164,27 @@ def test_the_legs_and_hubs_add_up_in_the_organizations_day_rows(client, acme, li
 
 
 @pytest.mark.on_both
+def test_shipments_of_one_organization_at_once_add_up_in_its_day_rows(app, acme, library):
+    """Shipments of several customers on one day, their hubs first or last, all at once: none waits for
+    another's day rows in the opposite order (PostgreSQL), and every leg and hub is counted."""
+    hub_first = worked_example()
+    hub_first["elements"] = hub_first["elements"][2:3] + hub_first["elements"][:2] + hub_first["elements"][3:]
+    requests_to_send = []
+    for number in range(RACERS):
+        reference = f"racer-{number}"
+        make_customer(acme.org, reference)
+        body = (hub_first if number % 2 else worked_example()) | {"customer_reference": reference}
+        requests_to_send.append(({**acme.headers(f"day-{number}"), "Content-Type": "application/json"},
+                                 json.dumps(body).encode()))
+    with LiveServer(app, threads=RACERS) as server:
+        answers = race(f"{server.url}/v1/shipments", requests_to_send)
+    assert [answer.status_code for answer in answers] == [201] * RACERS, [answer.text for answer in answers]
+    rows = {row.mode: row.calculation_count for row in models.OrganizationPeriodRollup.select()}
+    assert rows == {"ROAD": 2 * RACERS, "SEA": RACERS, "HUB": RACERS}
+    assert customer_analytics.verify().drifted == []
+
+
+@pytest.mark.on_both
 def test_a_rail_leg_and_an_air_leg_take_their_default_factors(client, acme, library):
     body = worked_example(cargo={"value": 1500, "unit": "kg"}, elements=[
         {"type": "leg", "mode": "AIR", "origin": {"iata": "PVG"}, "destination": {"iata": "MAN"}},
