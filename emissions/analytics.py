@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Iterator, NamedTuple
 
+import peewee as pw
+
 from . import store
 from .db import EXACT_SUM, db, is_postgres
-from .models import HUB, Calculation, Customer, CustomerPeriodRollup, CustomerRollup, Organization, ShipmentHub, customer_view
+from .models import (ENVIRONMENTS, HUB, Calculation, Customer, CustomerPeriodRollup, CustomerRollup, Organization,
+                     OrganizationPeriodRollup, ShipmentHub, customer_view)
 
 ZERO = Decimal(0)
 EXACT = EXACT_SUM  # every sum is made in this context, the one SQLite's decimal_add uses
@@ -215,17 +218,37 @@ class Drift:
     stored: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        rows = []
-        for key in sorted(set(self.expected) | set(self.stored)):
-            expected, stored = self.expected.get(key), self.stored.get(key)
-            if expected != stored:
-                row = {"environment": key[0], "mode": key[1], "business_context": key[2]}
-                if is_period_key(key):
-                    row.update(span=key[3], activity_date=key[4].isoformat())
-                rows.append({**row, "expected": expected.to_dict() if expected else None,
-                             "stored": stored.to_dict() if stored else None})
         return {"organization": self.organization, "environment": self.customer.environment,
-                "customer": self.customer.reference, "rows": rows}
+                "customer": self.customer.reference, "rows": _differences(self.expected, self.stored)}
+
+
+@dataclass
+class OrganizationDrift:
+    """An organization whose day rows (organization_period_rollup) differ from its customers' day rows
+    added up; listed with the customers, its `customer` null."""
+
+    organization: str
+    environment: str
+    expected: dict = field(default_factory=dict)  # a period key -> PeriodTotals
+    stored: dict = field(default_factory=dict)
+    customer = None
+
+    def to_dict(self) -> dict:
+        return {"organization": self.organization, "environment": self.environment, "customer": None,
+                "rows": _differences(self.expected, self.stored)}
+
+
+def _differences(expected_rows: dict, stored_rows: dict) -> list[dict]:
+    rows = []
+    for key in sorted(set(expected_rows) | set(stored_rows)):
+        expected, stored = expected_rows.get(key), stored_rows.get(key)
+        if expected != stored:
+            row = {"environment": key[0], "mode": key[1], "business_context": key[2]}
+            if is_period_key(key):
+                row.update(span=key[3], activity_date=key[4].isoformat())
+            rows.append({**row, "expected": expected.to_dict() if expected else None,
+                         "stored": stored.to_dict() if stored else None})
+    return rows
 
 
 @dataclass
@@ -234,7 +257,7 @@ class Check:
 
     customers: int = 0
     calculations: int = 0
-    drifted: list = field(default_factory=list)  # Drift
+    drifted: list = field(default_factory=list)  # Drift, then OrganizationDrift
 
 
 def _scope(query, model, organization_id: int | None, environment: str | None):
@@ -254,7 +277,7 @@ def _customers(organization_id: int | None, environment: str | None) -> Iterator
     """Customers in scope with their organization's slug, fetched in batches by id."""
     last_id = 0
     while True:
-        query = (Customer.select(Customer, Organization.slug).join(Organization)
+        query = (Customer.select(Customer, Organization.id, Organization.slug).join(Organization)
                  .where(Customer.id > last_id).order_by(Customer.id).limit(500))
         batch = list(_scope(query, Customer, organization_id, environment))
         if not batch:
@@ -338,6 +361,9 @@ def _counted(expected: dict) -> int:
 def _check(organization_id: int | None, environment: str | None, progress: Progress | None,
            repair: bool) -> Check:
     outcome = Check()
+    # A drifted customer's day rows, as they should be less as they are, per organization and
+    # environment: what verify adds to the stored customer rows to check the organization's against.
+    corrections: dict[tuple, dict] = {}
     for customer, slug in _customers(organization_id, environment):
         with _snapshot():  # no lock while counting: calculations keep being written meanwhile
             stored = stored_rollups(customer.id)
@@ -347,8 +373,88 @@ def _check(organization_id: int | None, environment: str | None, progress: Progr
         if expected != stored:
             if repair:
                 expected = _repair(customer.id, expected)
+            else:
+                correction = corrections.setdefault((customer.organization.id, customer.environment), {})
+                _shift(correction, expected, 1)
+                _shift(correction, stored, -1)
             outcome.drifted.append(Drift(customer, slug, expected, stored))
+    # After the customers (a rebuild has repaired theirs): the organizations' day rows against them.
+    organizations = Organization.select(Organization.id, Organization.slug).order_by(Organization.id)
+    if organization_id is not None:
+        organizations = organizations.where(Organization.id == organization_id)
+    for organization in organizations:
+        for env in (environment,) if environment else ENVIRONMENTS:
+            with _snapshot():
+                stored = stored_organization_days(organization.id, env)
+                expected = expected_organization_days(organization.id, env)
+            _shift(expected, corrections.get((organization.id, env), {}), 1)
+            expected = {key: totals for key, totals in expected.items() if totals.calculation_count}
+            if expected != stored:
+                if repair:
+                    expected = _repair_organization_days(organization.id, env)
+                outcome.drifted.append(OrganizationDrift(organization.slug, env, expected, stored))
     return outcome
+
+
+def _shift(totals: dict, rows: dict, sign: int) -> None:
+    """Add (sign 1) or take away (-1) the day rows of `rows` to or from `totals` (period key -> PeriodTotals)."""
+    for key, row in rows.items():
+        if not (is_period_key(key) and key[3] == "day"):
+            continue
+        found = totals.setdefault(key, PeriodTotals())
+        found.calculation_count += sign * row.calculation_count
+        for name in ("activity_tkm", "emissions_kg", "emissions_ttw_kg", "emissions_wtt_kg"):
+            setattr(found, name, EXACT.add(getattr(found, name), EXACT.multiply(sign, getattr(row, name))))
+
+
+# --- the organizations' day rows: their customers' day rows added up ------------------------------
+
+def expected_organization_days(organization_id: int, environment: str) -> dict:
+    """The organization's day rows as its customers' day rows add up (the database sums them):
+    period key -> PeriodTotals."""
+    p = CustomerPeriodRollup
+    total = pw.fn.SUM if is_postgres() else pw.fn.decimal_sum
+    rows = (p.select(p.activity_date, p.mode, p.business_context, pw.fn.SUM(p.calculation_count).coerce(False),
+                     *(total(column).coerce(False) for column in (p.activity_tkm, p.emissions_kg,
+                                                                  p.emissions_ttw_kg, p.emissions_wtt_kg)))
+            .join(Customer, on=(p.customer == Customer.id))
+            .where((Customer.organization == organization_id) & (p.environment == environment) & (p.span == "day"))
+            .group_by(p.activity_date, p.mode, p.business_context).tuples())
+    return {(environment, mode, context, "day", _as_date(day)):
+            PeriodTotals(int(count), *(Decimal(str(value)) for value in sums))
+            for day, mode, context, count, *sums in rows}
+
+
+def stored_organization_days(organization_id: int, environment: str) -> dict:
+    """The organization's day rows as they are stored: period key -> PeriodTotals."""
+    o = OrganizationPeriodRollup
+    return {(environment, row.mode, row.business_context, "day", row.activity_date):
+            PeriodTotals(row.calculation_count, row.activity_tkm, row.emissions_kg, row.emissions_ttw_kg,
+                         row.emissions_wtt_kg)
+            for row in o.select().where((o.organization == organization_id) & (o.environment == environment)
+                                        & (o.span == "day"))}
+
+
+def _repair_organization_days(organization_id: int, environment: str) -> dict:
+    """Replace the organization's day rows by its customers' day rows added up; return what was written.
+
+    Under a lock that keeps the organization's writers out (on PostgreSQL FOR UPDATE on its row,
+    which every write's first insert holds a KEY SHARE lock on; on SQLite the write lock), so that
+    the sums and the rows replaced are of one moment."""
+    with db.atomic():
+        store.lock_organization(organization_id)
+        expected = expected_organization_days(organization_id, environment)
+        o = OrganizationPeriodRollup
+        o.delete().where((o.organization == organization_id) & (o.environment == environment)
+                         & (o.span == "day")).execute()
+        rows = [{"organization": organization_id, "environment": environment, "span": "day", "activity_date": day,
+                 "mode": mode, "business_context": context, "calculation_count": totals.calculation_count,
+                 "activity_tkm": totals.activity_tkm, "emissions_kg": totals.emissions_kg,
+                 "emissions_ttw_kg": totals.emissions_ttw_kg, "emissions_wtt_kg": totals.emissions_wtt_kg}
+                for (_, mode, context, _, day), totals in sorted(expected.items())]
+        for start in range(0, len(rows), 500):
+            o.insert_many(rows[start:start + 500]).execute()
+    return expected
 
 
 def _repair(customer_id: int, expected: dict, attempts: int = 3) -> dict:

@@ -293,7 +293,10 @@ def drift_lines(drifts: list[dict]) -> list[str]:
 
     def rollup(r):
         return f"{r['mode']}/{r['business_context']}" + (f" {r['span']} {r['activity_date']}" if "span" in r else "")
-    return [f"{d['organization']}/{d['environment']}/{d['customer']} {rollup(r)}: "
+    def owner(d):  # a customer, or (customer null) the organization's own day rows
+        return f"{d['organization']}/{d['environment']}/" + (d["customer"] if d["customer"] is not None
+                                                              else "(organization)")
+    return [f"{owner(d)} {rollup(r)}: "
             f"expected {totals(r['expected'])}; stored {totals(r['stored'])}" for d in drifts for r in d["rows"]]
 
 
@@ -309,7 +312,10 @@ def emit_check(args, outcome, listed_as: str) -> list[dict]:
 def cmd_analytics_verify(args, config):
     drifted = emit_check(args, run_check(args, analytics.verify), "drifted")
     if drifted:
-        print(f"emissions: analytics drift in {len(drifted)} customer(s); "
+        customers = sum(1 for drift in drifted if drift["customer"] is not None)
+        counts = [f"{count} {what}(s)" for count, what in ((customers, "customer"),
+                                                          (len(drifted) - customers, "organization")) if count]
+        print(f"emissions: analytics drift in {' and '.join(counts)}; "
               "`emissions analytics rebuild` repairs it", file=sys.stderr)
         return DRIFT_EXIT_STATUS
     return 0

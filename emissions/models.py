@@ -332,6 +332,30 @@ class CustomerPeriodRollup(BaseModel):
         primary_key = pw.CompositeKey("customer", "environment", "span", "activity_date", "mode", "business_context")
         without_rowid = True
 
+
+class OrganizationPeriodRollup(BaseModel):
+    """Running totals of one organization's calculations for one activity day, mode and business
+    context: its customers' day rows added up, written in the same transactions (migration 0017;
+    store.OrganizationDays). The workspace overview reads them: a row per day, mode and business
+    context, however many customers there are. Only span 'day' is written."""
+
+    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
+    environment = pw.CharField(max_length=4)
+    span = pw.CharField(max_length=5)  # day
+    activity_date = pw.DateField()
+    mode = pw.CharField(max_length=8)
+    business_context = pw.CharField(max_length=12)
+    calculation_count = pw.BigIntegerField()
+    activity_tkm = ExactDecimalField()
+    emissions_kg = ExactDecimalField()
+    emissions_ttw_kg = ExactDecimalField()  # over the calculations that have TTW and WTT parts
+    emissions_wtt_kg = ExactDecimalField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("organization", "environment", "span", "activity_date", "mode",
+                                      "business_context")
+        without_rowid = True
+
 # --- end of period rollups -------------------------------------------------------------------------
 
 
@@ -588,6 +612,6 @@ class ShipmentHub(BaseModel):
 
 ALL_MODELS = [
     InstanceSecret, Organization, ApiKey, Factor, Customer, Calculation, CustomerRollup, CustomerPeriodRollup,
-    UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent, WorkspaceSession,
-    WorkspaceFlash, Shipment, ShipmentHub,
+    OrganizationPeriodRollup, UsageCounter, WebhookEndpoint, WebhookEvent, WebhookAttempt, User, AuditEvent,
+    WorkspaceSession, WorkspaceFlash, Shipment, ShipmentHub,
 ]

@@ -349,6 +349,7 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
     period = limits.period_of(chain.created_at)
     context, day = payload["business_context"], Shipment.activity_date.db_value(chain.activity_date)
     exact = Shipment.cargo_tonnes.db_value
+    days = store.OrganizationDays(chain.principal.organization_id, environment)
     with db.atomic():
         # First, so that a concurrent request with the same key stops here, on the unique index.
         store.run(INSERT_SHIPMENT, (
@@ -359,7 +360,7 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
             Shipment.created_at.db_value(chain.created_at)))
         for element in elements:
             if element.leg is not None:
-                store.add_calculation(element.leg, test_capacity, period)
+                store.add_calculation(element.leg, test_capacity, period, days)
                 continue
             ttw, wtt = element.parts or (None, None)
             store.run(INSERT_HUB, (
@@ -368,7 +369,8 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
                 element.factor.version, exact(element.factor.value)))
             # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
             store.count_in_rollups(customer.id, environment, HUB, context, element.activity, element.emissions,
-                                   chain.activity_date, element.parts)
+                                   chain.activity_date, element.parts, days)
+        days.write()
         store.insert_event(event)
 
 

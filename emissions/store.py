@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import peewee as pw
 
-from .db import db, is_postgres
-from .models import ApiKey, Calculation, CustomerPeriodRollup, CustomerRollup, WebhookEvent
+from .db import EXACT_SUM, db, is_postgres
+from .models import ApiKey, Calculation, CustomerPeriodRollup, CustomerRollup, OrganizationPeriodRollup, WebhookEvent
 
 
 @lru_cache(maxsize=None)
@@ -183,18 +183,22 @@ class CapacityUsedUp(Exception):
 
 def write_calculation(calculation: NewCalculation, test_capacity: int, period: str, event) -> None:
     """Write a calculation in one transaction: its row, one more use of the organization's
-    capacity for `period`, its customer's rollup and period rollups, and its webhook event (a webhooks.events.NewEvent).
+    capacity for `period`, its customer's rollup and period rollups, its organization's day row,
+    and its webhook event (a webhooks.events.NewEvent).
 
     Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
     IntegrityError when a calculation with the same idempotency key was committed first.
     """
     with db.atomic():
-        add_calculation(calculation, test_capacity, period)
+        days = OrganizationDays(calculation.organization_id, calculation.environment)
+        add_calculation(calculation, test_capacity, period, days)
+        days.write()
         insert_event(event)
 
 
-def add_calculation(calculation: NewCalculation, test_capacity: int, period: str) -> None:
-    """write_calculation() without its event and transaction: a shipment writes its legs so (call inside one)."""
+def add_calculation(calculation: NewCalculation, test_capacity: int, period: str, days: OrganizationDays) -> None:
+    """write_calculation() without its event, its organization's day row (added to `days`, written
+    by the caller) and its transaction: a shipment writes its legs so (call inside one)."""
     c = calculation
     row = list(c)
     for index, to_database in _CONVERTED:
@@ -206,17 +210,20 @@ def add_calculation(calculation: NewCalculation, test_capacity: int, period: str
     if run(*consume(c.organization_id, c.environment, test_capacity, period)).rowcount != 1:
         raise CapacityUsedUp()
     count_in_rollups(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm, c.emissions_kg,
-                     c.activity_date, parts)
+                     c.activity_date, parts, days)
 
 
 def count_in_rollups(customer_id: int, environment: str, mode: str, business_context: str, activity: Decimal,
-                     emissions: Decimal, activity_date: dt.date, breakdown: tuple[Decimal, Decimal] | None) -> None:
+                     emissions: Decimal, activity_date: dt.date, breakdown: tuple[Decimal, Decimal] | None,
+                     days: OrganizationDays) -> None:
     """Add one calculation (or a shipment's hub, mode HUB) to its customer's rollup row and to its
-    activity day's and month's rows (analytics by period); call inside the write's transaction."""
+    activity day's and month's rows (analytics by period), and to its organization's day row in
+    `days` (written by days.write() before the transaction ends); call inside the write's transaction."""
     run(*add_to_rollup(customer_id, environment, mode, business_context, activity, emissions, activity_date,
                        breakdown))
     run(*add_to_period_rollups(customer_id, environment, mode, business_context, activity, emissions, activity_date,
                                breakdown))
+    days.add(mode, business_context, activity, emissions, activity_date, breakdown)
 
 
 # --- usage: one statement per billable calculation -----------------------------------------------
@@ -246,11 +253,11 @@ def consume(organization_id: int, environment: str, test_capacity: int, period: 
 
 # --- customer rollups ------------------------------------------------------------------------------
 
-def _added(table: str, add: str) -> str:
-    """The SET clause of a rollup upsert: one more calculation, each sum plus the new row's (`add`
+def _added(table: str, add: str, count: str = "1") -> str:
+    """The SET clause of a rollup upsert: `count` more calculations, each sum plus the new row's (`add`
     spells the addition: `+`, or decimal_add for SQLite's decimal text)."""
     sums = ("activity_tkm", "emissions_kg", "emissions_ttw_kg", "emissions_wtt_kg")
-    return ", ".join([f"calculation_count = {table}.calculation_count + 1",
+    return ", ".join([f"calculation_count = {table}.calculation_count + {count}",
                       *(f"{column} = " + add.format(f"{table}.{column}", f"EXCLUDED.{column}") for column in sums)])
 
 
@@ -337,6 +344,17 @@ def lock_customer(customer_id: int) -> None:
         run(LOCK_CUSTOMER, (customer_id,))
 
 
+LOCK_ORGANIZATION = "SELECT id FROM organization WHERE id = ? FOR UPDATE"
+
+
+def lock_organization(organization_id: int) -> None:
+    """On PostgreSQL, keep the organization's new calculations and shipments out until the transaction
+    ends (as lock_customer does a customer's): each one's first insert takes a KEY SHARE lock on
+    the organization's row. On SQLite the IMMEDIATE transaction already holds the write lock."""
+    if is_postgres():
+        run(LOCK_ORGANIZATION, (organization_id,))
+
+
 # --- customer period rollups (a day row and a month row per calculation) --------------------------------------------------------------
 
 def _upsert(add: str) -> str:
@@ -365,6 +383,59 @@ def add_to_period_rollups(customer_id: int, environment: str, mode: str, busines
     return (UPSERT_POSTGRES if is_postgres() else UPSERT_SQLITE), (
         customer_id, environment, day(activity_date), mode, business_context, *sums,
         customer_id, environment, day(activity_date.replace(day=1)), mode, business_context, *sums)
+
+
+# --- the organization's day rows (the workspace overview reads them) -----------------------------------
+
+@lru_cache(maxsize=None)
+def _organization_days(rows: int, postgres: bool) -> str:
+    add = "{0} + {1}" if postgres else "decimal_add({0}, {1})"  # decimals are text on SQLite (db.decimal_add)
+    return (
+        "INSERT INTO organization_period_rollup (organization_id, environment, span, activity_date, mode,"
+        " business_context, calculation_count, activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg)"
+        " VALUES " + ", ".join(["(?, ?, 'day', ?, ?, ?, ?, ?, ?, ?, ?)"] * rows) +
+        " ON CONFLICT (organization_id, environment, span, activity_date, mode, business_context) DO UPDATE SET"
+        f" {_added('organization_period_rollup', add, 'EXCLUDED.calculation_count')}"
+    )
+
+
+class OrganizationDays:
+    """What one write adds to its organization's day rows (organization_period_rollup), gathered as
+    count_in_rollups counts each calculation and hub, and written by write() in one upsert at the
+    end of the transaction, a row per (day, mode, business context) in key order.
+
+    On PostgreSQL the rows are locked after everything else the write locks (its usage counter row
+    first of all, which already queues the organization's writers of the month), and in one order:
+    a transaction holding one never waits but for another of them, taken in that same order, so
+    two writes cannot deadlock on them, whatever order a shipment's legs and hubs come in."""
+
+    def __init__(self, organization_id: int, environment: str):
+        self.organization_id = organization_id
+        self.environment = environment
+        self.rows: dict[tuple, list] = {}
+
+    def add(self, mode: str, business_context: str, activity: Decimal, emissions: Decimal, activity_date: dt.date,
+            breakdown: tuple[Decimal, Decimal] | None) -> None:
+        ttw, wtt = breakdown or (Decimal(0), Decimal(0))
+        row = self.rows.get((activity_date, mode, business_context))
+        if row is None:
+            self.rows[(activity_date, mode, business_context)] = [1, activity, emissions, ttw, wtt]
+            return
+        row[0] += 1
+        for index, value in enumerate((activity, emissions, ttw, wtt), 1):
+            row[index] = EXACT_SUM.add(row[index], value)
+
+    def write(self) -> None:
+        """The one statement adding the gathered rows (none when nothing was counted)."""
+        if not self.rows:
+            return
+        decimal = OrganizationPeriodRollup.activity_tkm.db_value
+        day = OrganizationPeriodRollup.activity_date.db_value
+        params = []
+        for (activity_date, mode, context), (count, *sums) in sorted(self.rows.items()):
+            params += [self.organization_id, self.environment, day(activity_date), mode, context, count,
+                       *(decimal(value) for value in sums)]
+        run(_organization_days(len(self.rows), is_postgres()), params)
 
 
 # --- webhook events (the outbox) ------------------------------------------------------------------

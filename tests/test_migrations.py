@@ -405,3 +405,44 @@ def test_0016_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_dat
         database.execute_sql(f"INSERT INTO customer_period_rollup ({columns})"
                              f" VALUES ({customer.id}, 'test', 'day', '2026-03-02', 'SEA', 'upstream', 1,"
                              " '1', '1', '0', '0')")
+
+
+def test_0017_fills_the_organization_day_rows_exactly_from_the_customers_day_rows(empty_database_url, monkeypatch):
+    database = bind(empty_database_url)
+    with monkeypatch.context() as before_0017:
+        before_0017.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0017"])
+        migrations.run(database)
+    acme, globex = make_org("acme"), make_org("globex")
+    first, second, other = make_customer(acme, "c1"), make_customer(acme, "c2"), make_customer(globex, "g1")
+    columns = ("customer_id, environment, span, activity_date, mode, business_context, calculation_count,"
+               " activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg")
+    for customer, environment, span, day, mode, count, sums in (
+            (first, "test", "day", "2026-03-01", "ROAD", 2, "'0.1', '0.2', '0.1', '0.1'"),
+            (second, "test", "day", "2026-03-01", "ROAD", 1, "'0.2', '0.1', '0.05', '0.05'"),
+            (second, "test", "day", "2026-03-01", "HUB", 1, "'12', '3.3', '0', '0'"),
+            (first, "test", "month", "2026-03-01", "ROAD", 5, "'9', '9', '0', '0'"),  # months are not summed
+            (first, "live", "day", "2026-03-01", "ROAD", 1, "'1', '1', '0', '0'"),
+            (other, "test", "day", "2026-03-02", "SEA", 4, "'100000000000000000000.000001', '7', '0', '0'")):
+        database.execute_sql(f"INSERT INTO customer_period_rollup ({columns}) VALUES ({customer.id},"
+                             f" '{environment}', '{span}', '{day}', '{mode}', 'upstream', {count}, {sums})")
+
+    assert migrations.run(database) == ["0017_organization_period_rollup"]
+    row = models.OrganizationPeriodRollup
+    stored = {(r.organization_id, r.environment, r.span, r.activity_date.isoformat(), r.mode, r.business_context):
+              (r.calculation_count, str(r.activity_tkm), str(r.emissions_kg), str(r.emissions_ttw_kg),
+               str(r.emissions_wtt_kg)) for r in row.select()}
+    assert stored == {
+        (acme.id, "test", "day", "2026-03-01", "ROAD", "upstream"): (3, "0.3", "0.3", "0.15", "0.15"),
+        (acme.id, "test", "day", "2026-03-01", "HUB", "upstream"): (1, "12", "3.3", "0", "0"),
+        (acme.id, "live", "day", "2026-03-01", "ROAD", "upstream"): (1, "1", "1", "0", "0"),
+        (globex.id, "test", "day", "2026-03-02", "SEA", "upstream"): (4, "100000000000000000000.000001", "7", "0", "0"),
+    }
+    assert database.get_primary_keys("organization_period_rollup") == [
+        "organization_id", "environment", "span", "activity_date", "mode", "business_context"]
+    if not is_postgres():
+        assert "WITHOUT ROWID" in database.execute_sql(
+            "SELECT sql FROM sqlite_master WHERE name = 'organization_period_rollup'").fetchone()[0]
+    for org in (acme, globex):  # what verify checks the rows against
+        for environment in ("test", "live"):
+            assert customer_analytics.stored_organization_days(org.id, environment) == (
+                customer_analytics.expected_organization_days(org.id, environment))

@@ -179,3 +179,21 @@ def test_no_page_sends_more_statements_for_more_calculations(client, signed_in, 
         post_calculation(client, acme, f"more-{number}", status=201,
                          customer_reference="cust-2" if number % 2 else "cust-1")
     assert counts() == before
+
+
+@pytest.mark.on_both
+def test_the_overview_reads_the_organizations_day_rows_by_their_key(client, signed_in, monkeypatch):
+    """The month's figures and the 30-day chart come from a row per day, mode and business context of
+    the organization, found by the key: not from its customers' day rows, which grow with the customers."""
+    sent: list[tuple[str, tuple]] = []
+    record_statements(monkeypatch, lambda statement, params: sent.append((statement, params)))
+    client.get("/workspace", status=200)
+    assert not [statement for statement, _ in sent if "customer_period_rollup" in statement]
+    [(statement, params)] = [found for found in sent if "organization_period_rollup" in found[0]]
+    text = plan(statement, params)
+    if isinstance(models.db.obj, pw.PostgresqlDatabase):
+        assert "organization_period_rollup_key" in text and "Seq Scan" not in text, text
+    else:
+        assert re.search(r"SEARCH \w+ USING PRIMARY KEY \(organization_id=\? AND environment=\? AND span=\?"
+                         r" AND activity_date>\? AND activity_date<\?\)", text), text
+        assert "TEMP B-TREE" not in text, text

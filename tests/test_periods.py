@@ -159,6 +159,41 @@ def test_verify_finds_a_drifted_period_row_and_rebuild_repairs_it(client, acme, 
 
 
 @pytest.mark.on_both
+def test_verify_finds_a_drifted_organization_day_row_and_rebuild_repairs_it(client, acme, shipped):
+    days = models.OrganizationPeriodRollup
+    row = days.get(activity_date=dt.date(2026, 10, 17))
+    row.emissions_kg += Decimal("0.000001")
+    row.save()
+    days.delete().where(days.activity_date == dt.date(2026, 11, 30)).execute()
+    days.create(organization=acme.org.id, environment="test", span="day", activity_date=dt.date(2026, 12, 1),
+                mode="SEA", business_context="upstream", calculation_count=1, activity_tkm=Decimal(1),
+                emissions_kg=Decimal(1), emissions_ttw_kg=Decimal(0), emissions_wtt_kg=Decimal(0))
+    drifted = customer_analytics.verify().drifted
+    assert [(drift.customer, drift.organization, drift.environment) for drift in drifted] == [(None, "acme", "test")]
+    rows = drifted[0].to_dict()["rows"]
+    assert [(r["activity_date"], r["mode"], r["expected"] and r["expected"]["emissions_kg"],
+             r["stored"] and r["stored"]["emissions_kg"]) for r in rows] == [
+        ("2026-11-30", "ROAD", "1.12698", None), ("2026-10-17", "SEA", "183540", "183540.000001"),
+        ("2026-12-01", "SEA", None, "1")]
+    assert [d.to_dict() for d in customer_analytics.rebuild().drifted] == [drifted[0].to_dict()]
+    assert customer_analytics.verify().drifted == []
+    assert days.get(activity_date=dt.date(2026, 10, 17)).emissions_kg == Decimal("183540")
+
+
+def test_the_cli_verify_names_a_drifted_organization_day_row(client, acme, shipped, emissions):
+    models.OrganizationPeriodRollup.delete().where(
+        models.OrganizationPeriodRollup.activity_date == dt.date(2026, 11, 30)).execute()
+    status, out, err = emissions("analytics", "verify", "--no-progress")
+    assert status == 3
+    assert ("acme/test/(organization) ROAD/upstream day 2026-11-30: expected 1 calculations, 9 tkm, 1.12698 kgCO2e"
+            " (ttw 0, wtt 0); stored no row") in out
+    assert err == "emissions: analytics drift in 1 organization(s); `emissions analytics rebuild` repairs it\n"
+    status, out, err = emissions("analytics", "rebuild", "--no-progress")
+    assert status == 0 and "1 repaired" in out
+    assert emissions("analytics", "verify", "--no-progress")[0] == 0
+
+
+@pytest.mark.on_both
 def test_the_migration_builds_the_period_rows_from_stored_calculations(client, acme, shipped, database_url):
     CustomerPeriodRollup.delete().execute()
     database = models.db.obj

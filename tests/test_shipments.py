@@ -1,6 +1,7 @@
 """POST /v1/shipments, GET /v1/shipments[/{id}]: transport chains of legs and hubs (docs/api.md, "Shipments")."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -134,6 +135,52 @@ def test_one_transaction_stores_legs_hubs_rollups_usage_and_one_event(client, ac
     assert analytics["emissions"]["value"] == (road["emissions"]["value"] + sea["emissions"]["value"]
                                                + hubs["emissions"]["value"]) == body["totals"]["emissions"]["value"]
     assert analytics["activity"]["value"] == body["totals"]["activity"]["value"]
+    assert customer_analytics.verify().drifted == []
+
+
+@pytest.mark.on_both
+def test_the_legs_and_hubs_add_up_in_the_organizations_day_rows(client, acme, library):
+    """Two ROAD legs, a SEA leg and a hub of one day: a row per mode, the legs of one mode in one row."""
+    make_customer(acme.org, "cust-2")
+    post(client, acme, worked_example(), status=201)
+    post(client, acme, worked_example(customer_reference="cust-2", activity_date="2026-03-02"), key="ship-2",
+         status=201)
+    expected: dict = {}
+    parts = [(c.activity_date, c.mode, c.activity_tkm, c.emissions_kg, c.emissions_ttw_kg or 0,
+              c.emissions_wtt_kg or 0) for c in Calculation.select()]
+    parts += [(h.activity_date, "HUB", h.tonnes, h.emissions_kg, h.emissions_ttw_kg or 0, h.emissions_wtt_kg or 0)
+              for h in ShipmentHub.select()]
+    for day, mode, *sums in parts:
+        row = expected.setdefault((day, mode), [0, 0, 0, 0, 0])
+        row[:] = [row[0] + 1, *(total + value for total, value in zip(row[1:], sums))]
+    stored = {(r.activity_date, r.mode): [r.calculation_count, r.activity_tkm, r.emissions_kg, r.emissions_ttw_kg,
+                                          r.emissions_wtt_kg]
+              for r in models.OrganizationPeriodRollup.select().where(
+                  (models.OrganizationPeriodRollup.organization == acme.org.id)
+                  & (models.OrganizationPeriodRollup.environment == "test"))}
+    assert stored == expected
+    assert (stored[(dt.date(2026, 3, 1), "ROAD")][0], stored[(dt.date(2026, 3, 2), "HUB")][0]) == (2, 1)
+    assert customer_analytics.verify().drifted == []
+
+
+@pytest.mark.on_both
+def test_shipments_of_one_organization_at_once_add_up_in_its_day_rows(app, acme, library):
+    """Shipments of several customers on one day, their hubs first or last, all at once: none waits for
+    another's day rows in the opposite order (PostgreSQL), and every leg and hub is counted."""
+    hub_first = worked_example()
+    hub_first["elements"] = hub_first["elements"][2:3] + hub_first["elements"][:2] + hub_first["elements"][3:]
+    requests_to_send = []
+    for number in range(RACERS):
+        reference = f"racer-{number}"
+        make_customer(acme.org, reference)
+        body = (hub_first if number % 2 else worked_example()) | {"customer_reference": reference}
+        requests_to_send.append(({**acme.headers(f"day-{number}"), "Content-Type": "application/json"},
+                                 json.dumps(body).encode()))
+    with LiveServer(app, threads=RACERS) as server:
+        answers = race(f"{server.url}/v1/shipments", requests_to_send)
+    assert [answer.status_code for answer in answers] == [201] * RACERS, [answer.text for answer in answers]
+    rows = {row.mode: row.calculation_count for row in models.OrganizationPeriodRollup.select()}
+    assert rows == {"ROAD": 2 * RACERS, "SEA": RACERS, "HUB": RACERS}
     assert customer_analytics.verify().drifted == []
 
 

@@ -17,8 +17,9 @@ from conftest import logistics_body, record_statements
 
 pytestmark = pytest.mark.on_both
 
-POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]  # lookup; calculation,
-# usage counter, customer rollup, its day and month rollup rows (one statement), webhook event in one transaction
+POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]  # lookup;
+# calculation, usage counter, customer rollup, its day and month rollup rows (one statement), the organization's
+# day row, webhook event in one transaction
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def post(client, persona, key: str, status: int):
     return client.post_json("/v1/emissions/logistics", logistics_body(), headers=persona.headers(key), status=status)
 
 
-def test_a_new_calculation_is_one_lookup_and_one_transaction_of_five_writes(warm_client, acme, statements):
+def test_a_new_calculation_is_one_lookup_and_one_transaction_of_six_writes(warm_client, acme, statements):
     with statements as sent:
         post(warm_client, acme, "count-new", 201)
     assert sent == POST_NEW

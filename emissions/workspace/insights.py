@@ -24,8 +24,8 @@ from .. import periods
 from .. import statements
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, is_postgres
-from ..models import (HUB, Calculation, Customer, CustomerPeriodRollup, CustomerRollup, Factor, Organization, Shipment,
-                      WebhookAttempt, WebhookEvent, isoformat, utcnow)
+from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
+                      Shipment, WebhookAttempt, WebhookEvent, isoformat, utcnow)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000
@@ -34,11 +34,6 @@ ZERO = Decimal(0)
 
 def _decimal(value) -> Decimal:
     return ZERO if value is None else Decimal(str(value))
-
-
-def _customers_of(organization_id: int, environment: str):
-    return Customer.select(Customer.id).where((Customer.organization == organization_id)
-                                              & (Customer.environment == environment))
 
 
 def month_start(now: dt.datetime) -> dt.datetime:
@@ -72,18 +67,18 @@ class Day:
 
 
 def activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
-    """(activity day, mode, count, kgCO2e) summed over the organization's customers from the day
-    rollups: the database adds them up, so the page receives a row per day and mode, however many
-    customers there are."""
-    total = pw.fn.SUM(CustomerPeriodRollup.emissions_kg) if is_postgres() else pw.fn.decimal_sum(
-        CustomerPeriodRollup.emissions_kg)
-    rows = (CustomerPeriodRollup
-            .select(CustomerPeriodRollup.activity_date, CustomerPeriodRollup.mode,
-                    pw.fn.SUM(CustomerPeriodRollup.calculation_count), total.coerce(False))
-            .where(CustomerPeriodRollup.customer.in_(_customers_of(organization_id, environment))
-                   & (CustomerPeriodRollup.environment == environment) & (CustomerPeriodRollup.span == "day")
-                   & (CustomerPeriodRollup.activity_date >= first) & (CustomerPeriodRollup.activity_date <= last))
-            .group_by(CustomerPeriodRollup.activity_date, CustomerPeriodRollup.mode)
+    """(activity day, mode, count, kgCO2e) from the organization's day rows (its customers' added up
+    as they are written): a row per day, mode and business context, however many customers there are."""
+    total = pw.fn.SUM(OrganizationPeriodRollup.emissions_kg) if is_postgres() else pw.fn.decimal_sum(
+        OrganizationPeriodRollup.emissions_kg)
+    rows = (OrganizationPeriodRollup
+            .select(OrganizationPeriodRollup.activity_date, OrganizationPeriodRollup.mode,
+                    pw.fn.SUM(OrganizationPeriodRollup.calculation_count), total.coerce(False))
+            .where((OrganizationPeriodRollup.organization == organization_id)
+                   & (OrganizationPeriodRollup.environment == environment) & (OrganizationPeriodRollup.span == "day")
+                   & (OrganizationPeriodRollup.activity_date >= first)
+                   & (OrganizationPeriodRollup.activity_date <= last))
+            .group_by(OrganizationPeriodRollup.activity_date, OrganizationPeriodRollup.mode)
             .tuples())
     return [(day, mode, int(count), _decimal(kg)) for day, mode, count, kg in rows]
 
