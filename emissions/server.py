@@ -4,6 +4,7 @@ from __future__ import annotations
 import fcntl
 import json
 import signal
+import socket
 import struct
 import sys
 import termios
@@ -195,12 +196,28 @@ def note_clients_reading(server: BaseWSGIServer, now: float) -> None:
         channel.queued_seen = queued
 
 
+def close_stalled(server: BaseWSGIServer) -> None:
+    """Shut down the sockets of the channels Waitress marked to close in an earlier round but could not.
+
+    Waitress closes a channel on its next write turn, and a channel with output left gets one only
+    when its socket has room: one whose client has stopped reading would stay open for ever, its
+    answer held in memory. Shut down, the socket reports a hang-up, and Waitress closes the channel.
+    """
+    for channel in list(server.active_channels.values()):
+        if channel.will_close and channel.total_outbufs_len:
+            try:
+                channel.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:  # gone already
+                pass
+
+
 def enforce_head_deadline(server, deadline: float) -> None:
-    """Have each of the server's listeners run note_clients_reading and close_slow_heads in its own
-    maintenance round (Waitress's, which closes idle channels, in between)."""
+    """Have each of the server's listeners run close_stalled, note_clients_reading and close_slow_heads
+    in its own maintenance round (Waitress's, which marks idle channels to close, in between)."""
     channels = server.map if isinstance(server, MultiSocketServer) else server._map
     for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
         def maintenance(now, listener=listener, idle=listener.maintenance):
+            close_stalled(listener)  # before this round marks more
             note_clients_reading(listener, now)
             idle(now)
             close_slow_heads(listener, now, deadline)

@@ -216,6 +216,39 @@ def test_a_large_answer_read_steadily_but_slowly_is_not_closed_as_idle(tmp_path)
     data = dechunked(body)
     assert len(data) == len(chunk) * 32 and data == chunk * 32, len(data)
 
+
+def test_a_client_that_stops_reading_is_closed_after_channel_timeout_and_can_tell(tmp_path):
+    """Waitress marks it to close but closes it only once its socket has room: that is, never."""
+    chunk = b"x" * 65536
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/csv")])
+        return (chunk for _ in range(64))
+
+    app.settings = Config(channel_timeout=1)
+    with LiveServer(app, threads=1) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.socket() as connection:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            connection.settimeout(10)
+            connection.connect((host, int(port)))
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = connection.recv(4096)
+            for _ in range(300):  # the client reads nothing meanwhile
+                if not server.server.active_channels:
+                    break
+                time.sleep(0.1)
+            assert not server.server.active_channels, "the channel of a client that stopped reading is still open"
+            try:
+                while part := connection.recv(65536):
+                    answer += part
+            except ConnectionResetError:
+                pass
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    with pytest.raises(AssertionError, match="ends before its last chunk"):
+        dechunked(body)  # cut short, and the client can tell
+
 # --- 2. several workers ----------------------------------------------------------------------------
 
 def children_of(pid: int) -> list[int]:
