@@ -211,15 +211,31 @@ def close_stalled(server: BaseWSGIServer) -> None:
                 pass
 
 
+def mark_blocked_answers(server: BaseWSGIServer, now: float) -> None:
+    """Mark to close the channels whose request thread has waited on a silent client for CHANNEL_TIMEOUT.
+
+    Waitress closes no channel whose request is running; past outbuf_high_watermark of unsent
+    output the request thread waits for the client to make room, so a client that stops reading
+    a large streamed answer would hold that thread for ever. Closed (close_stalled), the channel
+    wakes the thread, whose next write raises ClientDisconnected and ends the request.
+    """
+    cutoff = now - server.adj.channel_timeout
+    for channel in list(server.active_channels.values()):
+        if (channel.requests and channel.total_outbufs_len > server.adj.outbuf_high_watermark
+                and channel.last_activity < cutoff):
+            channel.will_close = True
+
+
 def enforce_head_deadline(server, deadline: float) -> None:
-    """Have each of the server's listeners run close_stalled, note_clients_reading and close_slow_heads
-    in its own maintenance round (Waitress's, which marks idle channels to close, in between)."""
+    """Have each of the server's listeners run close_stalled, note_clients_reading, Waitress's own round
+    (which marks idle channels to close), mark_blocked_answers and close_slow_heads in turn."""
     channels = server.map if isinstance(server, MultiSocketServer) else server._map
     for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
         def maintenance(now, listener=listener, idle=listener.maintenance):
             close_stalled(listener)  # before this round marks more
             note_clients_reading(listener, now)
             idle(now)
+            mark_blocked_answers(listener, now)
             close_slow_heads(listener, now, deadline)
         listener.maintenance = maintenance
 
