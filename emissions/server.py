@@ -1,9 +1,13 @@
 """Running the service: Waitress, the webhook scheduler, clean shutdown on SIGTERM."""
 from __future__ import annotations
 
+import fcntl
 import json
 import signal
+import socket
+import struct
 import sys
+import termios
 import threading
 import time
 import uuid
@@ -160,6 +164,7 @@ class EnvelopeChannel(HTTPChannel):
     error_task_class = EnvelopeErrorTask
     head_started: float | None = None
     _timed_request = None
+    queued_seen: int | None = None  # what the kernel held for the client when last looked
 
     def writable(self):
         """Waitress's answer, but not while a task thread holds the output lock to write.
@@ -178,6 +183,13 @@ class EnvelopeChannel(HTTPChannel):
                 return False
             self.outbuf_lock.release()
         return True
+
+    def _flush_some(self, do_close=True):
+        """Waitress's flush, noting what the kernel still holds when output is left (note_clients_reading)."""
+        sent = super()._flush_some(do_close=do_close)
+        if sent and self.total_outbufs_len:
+            self.queued_seen = unsent_bytes(self.socket)
+        return sent
 
     def received(self, data):
         result = super().received(data)
@@ -198,12 +210,74 @@ def close_slow_heads(server: BaseWSGIServer, now: float, deadline: float) -> Non
             channel.will_close = True  # Waitress closes it on its next turn of the loop
 
 
+def unsent_bytes(sock) -> int | None:
+    """What the kernel still holds to deliver on this socket (sent or not, unacknowledged), or None."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    except (OSError, ValueError):  # closed already, or a system without the request
+        return None
+
+
+def note_clients_reading(server: BaseWSGIServer, now: float) -> None:
+    """Count a channel whose client is reading its answer as active, though Waitress sent nothing.
+
+    Waitress counts a channel active when it last received or sent, and it sends only when the
+    socket's kernel buffer has room: that buffer grows to megabytes, and a client reading a large
+    answer steadily but slowly can take longer than CHANNEL_TIMEOUT to empty a third of it. Waitress
+    would then close the channel as idle and throw away the rest of the answer, the client seeing
+    the connection end before the answer does. Here the kernel's queue for the socket shrinking
+    since Waitress last sent or this last looked (the client acknowledged bytes) is activity; a
+    client that reads nothing for CHANNEL_TIMEOUT is still closed.
+    """
+    for channel in list(server.active_channels.values()):
+        if not channel.total_outbufs_len:
+            continue  # nothing left to lose: Waitress's own rule
+        queued, before = unsent_bytes(channel.socket), getattr(channel, "queued_seen", None)
+        if queued is not None and before is not None and queued < before:
+            channel.last_activity = now
+        channel.queued_seen = queued
+
+
+def close_stalled(server: BaseWSGIServer) -> None:
+    """Shut down the sockets of the channels Waitress marked to close in an earlier round but could not.
+
+    Waitress closes a channel on its next write turn, and a channel with output left gets one only
+    when its socket has room: one whose client has stopped reading would stay open for ever, its
+    answer held in memory. Shut down, the socket reports a hang-up, and Waitress closes the channel.
+    """
+    for channel in list(server.active_channels.values()):
+        if channel.will_close and channel.total_outbufs_len:
+            try:
+                channel.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:  # gone already
+                pass
+
+
+def mark_blocked_answers(server: BaseWSGIServer, now: float) -> None:
+    """Mark to close the channels whose request thread has waited on a silent client for CHANNEL_TIMEOUT.
+
+    Waitress closes no channel whose request is running; past outbuf_high_watermark of unsent
+    output the request thread waits for the client to make room, so a client that stops reading
+    a large streamed answer would hold that thread for ever. Closed (close_stalled), the channel
+    wakes the thread, whose next write raises ClientDisconnected and ends the request.
+    """
+    cutoff = now - server.adj.channel_timeout
+    for channel in list(server.active_channels.values()):
+        if (channel.requests and channel.total_outbufs_len > server.adj.outbuf_high_watermark
+                and channel.last_activity < cutoff):
+            channel.will_close = True
+
+
 def enforce_head_deadline(server, deadline: float) -> None:
-    """Have each of the server's listeners run close_slow_heads in its own maintenance round."""
+    """Have each of the server's listeners run close_stalled, note_clients_reading, Waitress's own round
+    (which marks idle channels to close), mark_blocked_answers and close_slow_heads in turn."""
     channels = server.map if isinstance(server, MultiSocketServer) else server._map
     for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
         def maintenance(now, listener=listener, idle=listener.maintenance):
+            close_stalled(listener)  # before this round marks more
+            note_clients_reading(listener, now)
             idle(now)
+            mark_blocked_answers(listener, now)
             close_slow_heads(listener, now, deadline)
         listener.maintenance = maintenance
 

@@ -160,8 +160,13 @@ def test_a_large_answer_read_slowly_arrives_whole(tmp_path):
 
     with LiveServer(app, threads=1) as server:
         host, port = server.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as connection:
+        with socket.socket() as connection:
+            # Before connect(), so that the window offered is this small. Shrunk after it, the buffer
+            # cannot hold the segments the larger window let through: the kernel drops them, the
+            # server retransmits on its timer, and the answer crawls.
             connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            connection.settimeout(10)
+            connection.connect((host, int(port)))
             connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             answer = b""
             while part := connection.recv(4096):
@@ -170,6 +175,83 @@ def test_a_large_answer_read_slowly_arrives_whole(tmp_path):
     assert head.startswith(b"HTTP/1.1 200"), head
     assert len(body) == len(chunk) * 32 and body == chunk * 32, len(body)
 
+
+
+def dechunked(body: bytes) -> bytes:
+    """A chunked body's data; AssertionError when it ends before its last (empty) chunk."""
+    data = b""
+    while True:
+        size_line, separator, body = body.partition(b"\r\n")
+        assert separator, "the answer ends before its last chunk"
+        size = int(size_line, 16)
+        if size == 0:
+            return data
+        data, body = data + body[:size], body[size + 2:]
+
+
+def test_a_large_answer_read_steadily_but_slowly_is_not_closed_as_idle(tmp_path):
+    """Waitress sends only when the kernel's buffer has room; a client slow to empty it still reads."""
+    chunk = b"x" * 65536
+
+    def app(environ, start_response):  # streamed, as the CSV downloads are: chunked
+        start_response("200 OK", [("Content-Type", "text/csv")])
+        return (chunk for _ in range(32))
+
+    app.settings = Config(channel_timeout=2)
+    with LiveServer(app, threads=1) as server:
+        # The accepted socket inherits a fixed send buffer: emptying a third of it at the client's
+        # pace below takes seconds, with nothing for Waitress to send meanwhile.
+        server.server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 256 * 1024)
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.socket() as connection:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect(): the window
+            connection.settimeout(30)
+            connection.connect((host, int(port)))
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer, slow_until = b"", time.monotonic() + 5
+            while part := connection.recv(4096):
+                answer += part
+                if time.monotonic() < slow_until:
+                    time.sleep(0.2)  # at first a steady consumer too slow for Waitress to send, then quick
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"Transfer-Encoding: chunked" in head, head
+    data = dechunked(body)
+    assert len(data) == len(chunk) * 32 and data == chunk * 32, len(data)
+
+
+@pytest.mark.parametrize("chunks", [64, 320])  # all in Waitress's buffers; past them, the request still running
+def test_a_client_that_stops_reading_is_closed_after_channel_timeout_and_can_tell(tmp_path, chunks):
+    """Waitress marks it to close but closes it only once its socket has room: that is, never; and
+    it leaves alone a channel whose request runs, though the request thread waits for that client."""
+    chunk = b"x" * 65536
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/csv")])
+        return (chunk for _ in range(chunks))
+
+    app.settings = Config(channel_timeout=1)
+    with LiveServer(app, threads=1) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.socket() as connection:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            connection.settimeout(10)
+            connection.connect((host, int(port)))
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = connection.recv(4096)
+            for _ in range(300):  # the client reads nothing meanwhile
+                if not server.server.active_channels:
+                    break
+                time.sleep(0.1)
+            assert not server.server.active_channels, "the channel of a client that stopped reading is still open"
+            try:
+                while part := connection.recv(65536):
+                    answer += part
+            except ConnectionResetError:
+                pass
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    with pytest.raises(AssertionError, match="ends before its last chunk"):
+        dechunked(body)  # cut short, and the client can tell
 
 # --- 2. several workers ----------------------------------------------------------------------------
 
