@@ -174,13 +174,15 @@ class EnvelopeChannel(HTTPChannel):
         counted as sent), poll() would return at once, the flush would find the lock taken, and the
         main loop would spin on like that until the task thread sent, taking the interpreter lock from
         it at each turn. What the task thread could not send it leaves with the lock released, and
-        it wakes the main loop (the trigger), which then finds the channel writable again.
+        it wakes the main loop (the trigger), which then finds the channel writable again. Past the
+        high watermark the task thread wakes the main loop while it holds the lock and then waits for
+        it to flush: such a channel stays writable, or poll() would sleep its whole timeout first.
         """
         if not super().writable():
             return False
         if self.requests and not (self.will_close or self.close_when_flushed):
             if not self.outbuf_lock.acquire(False):
-                return False
+                return self.total_outbufs_len > self.adj.outbuf_high_watermark
             self.outbuf_lock.release()
         return True
 

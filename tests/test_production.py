@@ -139,6 +139,10 @@ def test_the_main_loop_does_not_watch_a_channel_while_its_task_thread_writes_to_
             channel.will_close = True  # a channel to close is always watched
             assert channel.writable()
             channel.will_close = False
+            # Past the high watermark the task thread wakes the loop, lock in hand, and waits for a flush.
+            channel.total_outbufs_len = server.adj.outbuf_high_watermark + 1
+            assert channel.writable()
+            channel.total_outbufs_len = len(b"HTTP/1.1 200 OK\r\n")
         finally:
             release.set()
             writer.join()
