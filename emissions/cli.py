@@ -301,11 +301,17 @@ def drift_lines(drifts: list[dict]) -> list[str]:
 
 
 def emit_check(args, outcome, listed_as: str) -> list[dict]:
-    """Print a verify or rebuild outcome, its drifted customers listed under `listed_as`."""
+    """Print a verify or rebuild outcome: its drifted customers listed under `listed_as`, the
+    organizations whose own day rows drifted under `organizations_<listed_as>`; both returned."""
     listed = [drift.to_dict() for drift in outcome.drifted]
-    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, listed_as: listed},
-         "\n".join(drift_lines(listed) + [f"checked {outcome.customers:,} customers, "
-                                            f"{outcome.calculations:,} calculations: {len(listed)} {listed_as}"]))
+    customers = [drift for drift in listed if drift["customer"] is not None]
+    organizations = [drift for drift in listed if drift["customer"] is None]
+    summary = (f"checked {outcome.customers:,} customers, {outcome.calculations:,} calculations: "
+               f"{len(customers)} {listed_as}" + (f", {len(organizations)} organization(s) {listed_as}"
+                                                  if organizations else ""))
+    emit(args, {"customers": outcome.customers, "calculations": outcome.calculations, listed_as: customers,
+                f"organizations_{listed_as}": organizations},
+         "\n".join(drift_lines(listed) + [summary]))
     return listed
 
 

@@ -286,7 +286,7 @@ def test_verify_finds_no_drift_in_rollups_written_by_calculations(run, client, a
     seed(client, acme, globex, secret)
     status, out, err = run("analytics", "verify", "--json")
     assert (status, err) == (0, "")
-    assert json.loads(out) == {"customers": 3, "calculations": 5, "drifted": []}
+    assert json.loads(out) == {"customers": 3, "calculations": 5, "drifted": [], "organizations_drifted": []}
     status, out, _ = run("analytics", "verify")
     assert (status, out) == (0, "checked 3 customers, 5 calculations: 0 drifted\n")
 

@@ -3,6 +3,7 @@ rollups; exact, equal to the sums of the stored calculations, and covered by ver
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import threading
@@ -188,8 +189,12 @@ def test_the_cli_verify_names_a_drifted_organization_day_row(client, acme, shipp
     assert ("acme/test/(organization) ROAD/upstream day 2026-11-30: expected 1 calculations, 9 tkm, 1.12698 kgCO2e"
             " (ttw 0, wtt 0); stored no row") in out
     assert err == "emissions: analytics drift in 1 organization(s); `emissions analytics rebuild` repairs it\n"
-    status, out, err = emissions("analytics", "rebuild", "--no-progress")
-    assert status == 0 and "1 repaired" in out
+    assert out.rstrip().endswith("0 drifted, 1 organization(s) drifted")
+    report = json.loads(emissions("analytics", "verify", "--no-progress", "--json")[1])
+    assert report["drifted"] == []  # customers only: a script reading each drift's customer keeps working
+    assert [(d["organization"], d["customer"]) for d in report["organizations_drifted"]] == [("acme", None)]
+    status, out, err = emissions("analytics", "rebuild", "--no-progress", "--json")
+    assert status == 0 and json.loads(out)["organizations_repaired"] == report["organizations_drifted"]
     assert emissions("analytics", "verify", "--no-progress")[0] == 0
 
 
