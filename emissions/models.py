@@ -268,7 +268,7 @@ class Calculation(BaseModel):
     customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE", index=False)
     external_reference = pw.CharField(max_length=120)
     idempotency_key = pw.CharField(max_length=200)
-    fingerprint = pw.CharField(max_length=64)  # calculations.fingerprint(): 32 characters since 0015
+    fingerprint = pw.CharField(max_length=64)  # calculations.fingerprint(): 128 bits in hexadecimal
     mode = pw.CharField(max_length=8)
     business_context = pw.CharField(max_length=12)
     activity_date = pw.DateField()

@@ -7,10 +7,12 @@
   Idempotency-Key apart needs; the stored ones are cut to match what calculations.fingerprint()
   now gives, so a replay of an earlier request still matches.
 
-Together they make a calculation's row 69 bytes shorter. Plain SQL, the same on SQLite and
-PostgreSQL (never import models.py here). On SQLite the rows shrink in place: a file already
+Plain SQL, the same on SQLite and (never import models.py here). On SQLite (3.35 or later: DROP COLUMN) the rows shrink in place: a file already
 holding many calculations gets the space back for new pages, or at once with VACUUM.
 """
+import sqlite3
+
+import peewee as pw
 
 STATEMENTS = (
     "ALTER TABLE calculation DROP COLUMN request_id",
@@ -20,5 +22,7 @@ STATEMENTS = (
 
 
 def up(migrator, db):
+    if isinstance(db, pw.SqliteDatabase) and sqlite3.sqlite_version_info < (3, 35):
+        raise RuntimeError(f"migration 0015 needs SQLite 3.35 or later (DROP COLUMN); this Python has {sqlite3.sqlite_version}")
     for statement in STATEMENTS:
         db.execute_sql(statement)

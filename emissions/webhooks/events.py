@@ -146,7 +146,7 @@ def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "
         raise WebhookError(f"cannot redeliver events that are {', '.join(unknown)}; "
                            f"choose from {', '.join(REDELIVERABLE)}")
     # Endpoint by endpoint through webhook_event_organization_created: the events read are those
-    # of organizations with an enabled endpoint created since `since`, never every organization's
+    # created since `since` of organizations with an enabled endpoint, never every organization's
     # events of that time (most of them skipped for want of an endpoint). The EXISTS repeats the
     # check in the statement itself, for an endpoint disabled meanwhile.
     enabled = (WebhookEndpoint.select(WebhookEndpoint.id)
