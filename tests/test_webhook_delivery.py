@@ -466,6 +466,18 @@ def test_a_probe_in_flight_is_the_only_one_while_later_polls_claim(config, acme)
 
 
 @pytest.mark.on_both
+def test_two_workers_may_each_send_one_probe(config, acme):
+    """As documented: the probe time is moved when a probe is recorded, so each worker may send one."""
+    endpoint(acme, "http://127.0.0.1:9/hook")
+    ids = queue(acme, 4)
+    WebhookEndpoint.update(down_since=utcnow() - dt.timedelta(minutes=1), down_until=utcnow()).execute()
+    first, second = deliverer(config), deliverer(config)
+    assert [[c.event_id for c in worker.claim(8)] for worker in (first, second)] == [ids[:1], ids[1:2]]
+    first.close()
+    second.close()
+
+
+@pytest.mark.on_both
 def test_a_round_updates_its_events_by_id_and_its_endpoints_by_key(monkeypatch, config, acme, globex):
     """One order for every worker: two recording rounds at once wait for each other, never deadlock."""
     endpoint(acme, "http://127.0.0.1:9/acme")

@@ -9,7 +9,8 @@ operator allows private ones for its environment).
 A receiver that is down is not hammered: when every attempt of a round to an endpoint fails
 without an answer from its application (no connection, a time-out, a 5xx or 429), the endpoint is
 marked down until a probe time that grows with the outage (ENDPOINT_PROBE_MAX_SECONDS at most).
-Until then the claim takes none of its deliveries, and then only the oldest due one; the rest wait
+Until then the claim takes none of its deliveries, and then only the oldest due one, the probe,
+and no other while the probe is in flight (each worker process may send its own); the rest wait
 as they are, their attempt counts untouched, and follow in order of due time once it answers.
 """
 from __future__ import annotations
