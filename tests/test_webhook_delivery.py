@@ -397,7 +397,7 @@ def test_a_round_of_attempts_is_recorded_in_one_write_transaction(monkeypatch, c
 
 
 @pytest.mark.on_both
-def test_a_round_with_no_success_ends_the_runs_claiming_until_the_next_poll(config, acme, globex):
+def test_a_round_with_no_answer_ends_the_runs_claiming_until_the_next_poll(config, acme, globex):
     down, up = Receiver(listening=False), Receiver()
     endpoint(acme, down.url)
     endpoint(globex, up.url)
@@ -411,6 +411,134 @@ def test_a_round_with_no_success_ends_the_runs_claiming_until_the_next_poll(conf
     down.close()
     up.close()
     assert [r.event_id for r in up.received] == later
+
+
+@pytest.mark.on_both
+def test_a_receiver_refusing_every_delivery_does_not_hold_up_other_organizations(config, acme, globex):
+    """A 401 (a secret rotated badly) is an answer: the receiver is up, so the run goes on claiming."""
+    refusing, up = Receiver(statuses=[401] * 24), Receiver()
+    endpoint(acme, refusing.url)
+    endpoint(globex, up.url)
+    queue(acme, 24, minutes_ago=60)  # acme's backlog, due first: three rounds of eight
+    later = queue(globex, 2, minutes_ago=30)
+    worker = deliverer(config, clock=Clock(), threads=8)
+    assert worker.run_once() == {"succeeded": 2, "pending": 24, "failed": 0, "lease-lost": 0}
+    worker.close()
+    refusing.close()
+    up.close()
+    assert sorted(r.event_id for r in up.received) == sorted(later)
+    assert WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id).down_since is None
+
+
+@pytest.mark.on_both
+def test_a_probe_in_flight_is_the_only_one_while_later_polls_claim(config, acme):
+    hold = threading.Event()
+    silent = Receiver(hold=hold)
+    endpoint(acme, silent.url)
+    ids = queue(acme, 10)
+    WebhookEndpoint.update(down_since=utcnow() - dt.timedelta(minutes=1), down_until=utcnow()).execute()
+    worker = deliverer(config.with_(webhook_poll_seconds=0.05), threads=8)
+    claimed: list[int] = []
+    polled = threading.Event()
+    claim = worker.claim
+
+    def counting(limit):
+        claims = claim(limit)
+        claimed.append(len(claims))
+        if len(claimed) == 4:
+            polled.set()
+        return claims
+
+    worker.claim = counting
+    results: list[dict] = []
+    running = threading.Thread(target=lambda: results.append(worker.run_once()))
+    running.start()
+    try:
+        assert polled.wait(30)  # three polls while the probe waits for its answer
+        assert claimed[:4] == [1, 0, 0, 0] and len(silent.received) == 1
+    finally:
+        hold.set()
+        running.join()
+    worker.close()
+    silent.close()
+    assert results == [{"succeeded": 10, "pending": 0, "failed": 0, "lease-lost": 0}]  # it answered: the rest follow
+    assert attempts_by_event() == {event_id: 1 for event_id in ids}
+
+
+@pytest.mark.on_both
+def test_two_workers_may_each_send_one_probe(config, acme):
+    """As documented: the probe time is moved when a probe is recorded, so each worker may send one."""
+    endpoint(acme, "http://127.0.0.1:9/hook")
+    ids = queue(acme, 4)
+    WebhookEndpoint.update(down_since=utcnow() - dt.timedelta(minutes=1), down_until=utcnow()).execute()
+    first, second = deliverer(config), deliverer(config)
+    assert [[c.event_id for c in worker.claim(8)] for worker in (first, second)] == [ids[:1], ids[1:2]]
+    first.close()
+    second.close()
+
+
+@pytest.mark.on_both
+def test_a_round_updates_its_events_by_id_and_its_endpoints_by_key(monkeypatch, config, acme, globex):
+    """One order for every worker: two recording rounds at once wait for each other, never deadlock."""
+    endpoint(acme, "http://127.0.0.1:9/acme")
+    endpoint(globex, "http://127.0.0.1:9/globex")
+    queue(acme, 3)
+    queue(globex, 3, minutes_ago=90)  # globex's due first, so claimed first
+    worker = deliverer(config)
+    claims = worker.claim(8)
+    assert [c.organization_id for c in claims] == [globex.org.id] * 3 + [acme.org.id] * 3
+    sent: list[tuple[str, tuple]] = []
+    record_statements(monkeypatch, lambda statement, params: sent.append((statement, params)))
+    now = utcnow()
+    gone = webhook_delivery.AttemptResult(now, 410, 1, "HTTP 410", None)
+    refused = webhook_delivery.AttemptResult(now, None, 1, "connection refused", None)
+    worker.record([(c, gone if c.organization_id == globex.org.id else refused) for c in claims])
+    worker.close()
+    updates = [(statement, params) for statement, params in sent if statement.startswith("UPDATE")]
+    events = [params[-2] for statement, params in updates if statement.startswith('UPDATE "webhook_event"')]
+    assert events == sorted(c.event_id for c in claims)
+    endpoints = [statement for statement, _ in updates if statement.startswith('UPDATE "webhook_endpoint"')]
+    assert len(endpoints) == 2 and [statement for statement, _ in updates][-2:] == endpoints  # after the events
+    order = sorted([acme.org.id, globex.org.id])
+    marked = [next(p for p in params if p in order) for statement, params in updates if statement in endpoints]
+    assert marked == order
+    assert WebhookEndpoint.get(WebhookEndpoint.organization == globex.org.id).status == "disabled"
+    assert WebhookEndpoint.get(WebhookEndpoint.organization == acme.org.id).down_since == now
+
+
+@pytest.mark.on_both
+def test_a_round_on_the_wire_when_the_endpoint_is_set_again_starts_a_new_outage(config, acme):
+    """`webhook set` ends an outage; a failed probe recorded after it does not bring the old one back."""
+    endpoint(acme, "http://127.0.0.1:9/hook")
+    queue(acme, 2)
+    clock = Clock()
+    WebhookEndpoint.update(down_since=clock.now - dt.timedelta(hours=1), down_until=clock.now).execute()
+    worker = deliverer(config.with_(webhook_retry_schedule=(5, 300)), clock=clock)
+    [probe] = worker.claim(8)
+    assert probe.down_since == clock.now - dt.timedelta(hours=1)
+    endpoint(acme, "http://127.0.0.1:9/hook")  # the operator sets the same URL while the probe is on the wire
+    clock.advance(1)
+    worker.record([(probe, webhook_delivery.AttemptResult(clock.now, None, 1, "connection refused", None))])
+    worker.close()
+    stored = WebhookEndpoint.get()
+    assert (stored.down_since, stored.down_until) == (clock.now, clock.now + dt.timedelta(seconds=5))
+
+
+@pytest.mark.on_both
+def test_a_test_event_sent_while_the_endpoint_is_down_makes_the_next_poll_probe_it(config, acme, receiver):
+    endpoint(acme, receiver.url)
+    ids = queue(acme, 2)
+    WebhookEndpoint.update(down_since=utcnow() - dt.timedelta(minutes=10),
+                           down_until=utcnow() + dt.timedelta(minutes=5)).execute()
+    worker = deliverer(config)
+    assert sum(worker.run_once().values()) == 0  # down until its probe time
+    test_event = webhook_events.send_test_event(acme.org.id, "test")
+    assert worker.run_once()["succeeded"] == 3
+    worker.close()
+    # The probe is the oldest due delivery; once it is answered, the rest follow, the test event among them.
+    assert receiver.received[0].event_id == ids[0]
+    assert sorted(r.event_id for r in receiver.received[1:]) == sorted([ids[1], test_event.id])
+    assert WebhookEndpoint.get().down_since is None
 
 
 @pytest.mark.on_both

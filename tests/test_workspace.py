@@ -902,6 +902,17 @@ def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(clie
         webhook_events.send_test_event(acme_user.id, "live")
 
 
+def test_a_test_webhook_event_sent_while_the_endpoint_is_down_says_what_happens_first(client, acme_user):
+    sign_in(client)
+    change_webhook(client)
+    WebhookEndpoint.update(down_since=utcnow(), down_until=utcnow() + dt.timedelta(minutes=5)).execute()
+    change_webhook(client, action="test")
+    page = client.get("/workspace/webhooks")
+    assert "The endpoint is not answering: its oldest waiting delivery is tried again within a few seconds" in page.text
+    assert "delivered within a few seconds" not in page.text
+    assert WebhookEndpoint.get().down_until <= utcnow()  # the next poll probes it
+
+
 def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, acme_user):
     sign_in(client)
     change_webhook(client)

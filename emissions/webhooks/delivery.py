@@ -9,7 +9,8 @@ operator allows private ones for its environment).
 A receiver that is down is not hammered: when every attempt of a round to an endpoint fails
 without an answer from its application (no connection, a time-out, a 5xx or 429), the endpoint is
 marked down until a probe time that grows with the outage (ENDPOINT_PROBE_MAX_SECONDS at most).
-Until then the claim takes none of its deliveries, and then only the oldest due one; the rest wait
+Until then the claim takes none of its deliveries, and then only the oldest due one, the probe,
+and no other while the probe is in flight (each worker process may send its own); the rest wait
 as they are, their attempt counts untouched, and follow in order of due time once it answers.
 """
 from __future__ import annotations
@@ -374,20 +375,25 @@ class Deliverer:
 
         Each delivery moves on by its own schedule. Each endpoint of the round is marked up when its
         receiver answered any attempt, and down (until its next probe) when it answered none.
+        Rows are updated in one order, the events by id and then the endpoints by key, so two
+        workers recording rounds at once on PostgreSQL wait for each other instead of deadlocking.
         """
         now = self.clock()
-        recorded = []
+        recorded: dict[str, tuple[int, str]] = {}
         with db.atomic():
-            for claim, result in outcomes:
-                recorded.append(self._record_one(claim, result, now))
-            self._mark_endpoints(outcomes, now)
+            for claim, result in sorted(outcomes, key=lambda outcome: outcome[0].event_id):
+                recorded[claim.event_id] = self._record_one(claim, result, now)
+            gone = {claim.event_id for claim, result in outcomes
+                    if result.status_code == 410 and recorded[claim.event_id][1] != "lease-lost"}
+            self._mark_endpoints(outcomes, gone, now)
         self._failing -= {(claim.organization_id, claim.environment) for claim, _ in outcomes}
-        for (claim, result), (number, status) in zip(outcomes, recorded):
+        for claim, result in outcomes:
+            number, status = recorded[claim.event_id]
             log.info("delivery attempt", extra={"fields": {
                 "event_id": claim.event_id, "attempt": number, "url": loggable_url(claim.url),
                 "status_code": result.status_code, "latency_ms": result.latency_ms, "error": result.error,
                 "delivery_status": status}})
-        return [status for _, status in recorded]
+        return [recorded[claim.event_id][1] for claim, _ in outcomes]
 
     def _record_one(self, claim: Claim, result: AttemptResult, now: dt.datetime) -> tuple[int, str]:
         attempt_count = claim.attempt_count + 1
@@ -409,12 +415,6 @@ class Deliverer:
         held = (WebhookEvent.update(**changes)
                 .where((WebhookEvent.id == claim.event_id) & (WebhookEvent.lock_token == claim.lock_token))
                 .execute())
-        if held and result.status_code == 410:
-            (WebhookEndpoint
-             .update(status="disabled", updated_at=now,
-                     disabled_reason=f"the receiver answered 410 Gone at {isoformat(now)}")
-             .where(self._endpoint_of(claim))
-             .execute())
         return number, changes["delivery_status"] if held else "lease-lost"
 
     @staticmethod
@@ -423,23 +423,37 @@ class Deliverer:
         return ((WebhookEndpoint.organization == claim.organization_id)
                 & (WebhookEndpoint.environment == claim.environment) & (WebhookEndpoint.url == claim.url))
 
-    def _mark_endpoints(self, outcomes: list[tuple[Claim, AttemptResult]], now: dt.datetime) -> None:
-        """Mark each endpoint of the round up or down, one UPDATE each.
+    def _mark_endpoints(self, outcomes: list[tuple[Claim, AttemptResult]], gone: set[str],
+                        now: dt.datetime) -> None:
+        """Mark each endpoint of the round up, down or (a 410 to a delivery still held) disabled: one
+        UPDATE each, in order of (organization, environment, url).
 
         Down: the next probe waits as long as the outage has lasted so far, at least the first retry
         step and at most ENDPOINT_PROBE_MAX_SECONDS, so probes thin out while a receiver stays down.
+        The outage is the stored one: a `webhook set` that ended it while the round was on the wire
+        is not undone, a failure after it starts a new outage.
         """
         by_endpoint: dict[tuple, list[tuple[Claim, AttemptResult]]] = {}
         for claim, result in outcomes:
             by_endpoint.setdefault((claim.organization_id, claim.environment, claim.url), []).append((claim, result))
-        for group in by_endpoint.values():
+        for key in sorted(by_endpoint):
+            group = by_endpoint[key]
             claim = group[0][0]
-            if all(result.receiver_down for _, result in group):
-                down_since = min((c.down_since for c, _ in group if c.down_since is not None), default=now)
-                wait_seconds = min(max(self.schedule[0] if self.schedule else 0, (now - down_since).total_seconds()),
+            if any(c.event_id in gone for c, _ in group):
+                (WebhookEndpoint
+                 .update(status="disabled", updated_at=now, down_since=None, down_until=None,
+                         disabled_reason=f"the receiver answered 410 Gone at {isoformat(now)}")
+                 .where(self._endpoint_of(claim))
+                 .execute())
+            elif all(result.receiver_down for _, result in group):
+                stored = (WebhookEndpoint.select(WebhookEndpoint.down_since)
+                          .where(self._endpoint_of(claim) & (WebhookEndpoint.status == "enabled")).scalar())
+                wait_seconds = min(max(self.schedule[0] if self.schedule else 0,
+                                       (now - (stored or now)).total_seconds()),
                                    ENDPOINT_PROBE_MAX_SECONDS)
                 (WebhookEndpoint
-                 .update(down_since=down_since, down_until=now + dt.timedelta(seconds=wait_seconds))
+                 .update(down_since=pw.fn.COALESCE(WebhookEndpoint.down_since, now),
+                         down_until=now + dt.timedelta(seconds=wait_seconds))
                  .where(self._endpoint_of(claim) & (WebhookEndpoint.status == "enabled"))
                  .execute())
             else:
@@ -455,8 +469,10 @@ class Deliverer:
         A claim takes only as many deliveries as there are free threads, and while some are in
         flight the free threads keep polling: one slow receiver holds one thread, not the others.
         A claim's round is recorded in one write transaction once all its attempts have ended. A
-        round in which nothing succeeded ends the run's claiming: the next comes a poll later, so
-        receivers that are down cost at most a round a poll however many of them there are.
+        round in which no receiver answered ends the run's claiming: the next comes a poll later, so
+        receivers that are down cost at most a round a poll however many of them there are. A
+        receiver that answers, even with a refusal, is up: its deliveries move on by their schedule
+        and do not hold up the others.
         """
         counts = {"succeeded": 0, "pending": 0, "failed": 0, "lease-lost": 0}
         rounds: list[list[tuple[Claim, Future]]] = []
@@ -470,6 +486,9 @@ class Deliverer:
                 free = self.threads - len(running)  # below 0 when PostgreSQL's claim returned extra rows
                 if free > 0 and claiming and not self._stopping.is_set():
                     claims = self.claim(min(free, self.batch_size))
+                    # A probe holds its endpoint until it is recorded: polls meanwhile send no second one.
+                    self._failing |= {(claim.organization_id, claim.environment) for claim in claims
+                                      if claim.down_since is not None}
                     if claims:
                         rounds.append([(claim, self._pool.submit(self.send, claim)) for claim in claims])
                         running += [future for _, future in rounds[-1]]
@@ -482,7 +501,7 @@ class Deliverer:
                 for round_ in [round_ for round_ in rounds if all(future.done() for _, future in round_)]:
                     rounds.remove(round_)
                     statuses = self.record([(claim, future.result()) for claim, future in round_])
-                    claiming = claiming and "succeeded" in statuses
+                    claiming = claiming and not all(future.result().receiver_down for _, future in round_)
                     for status in statuses:
                         counts[status] += 1
         finally:

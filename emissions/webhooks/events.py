@@ -117,7 +117,8 @@ def redeliver(event_id: str) -> WebhookEvent:
 
 def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
     """Queue a calculation.succeeded event made of test data, marked `"test_event": true` in its
-    data, for the test endpoint (never live: a live receiver would book it)."""
+    data, for the test endpoint (never live: a live receiver would book it). While the endpoint is
+    down, the next poll probes it with its oldest due delivery; the test event follows once it answers."""
     if environment != "test":
         raise WebhookError("test events are sent in the test environment only")
     endpoint = endpoint_for(organization_id, environment)
@@ -135,7 +136,13 @@ def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
         "factor": {"reference": "test-factor", "version": 1, "name": "Test factor", "source": "Workspace test event",
                    "region": None, "mode": "ROAD", "unit": "kgCO2e/tkm", "valid_from": None, "valid_to": None},
         "created_at": isoformat(now), "test_event": True})
-    return record_event(organization_id, environment, "calculation.succeeded", data)
+    with db.atomic():
+        event = record_event(organization_id, environment, "calculation.succeeded", data)
+        # Asked for now, like redeliver: an endpoint known down is probed at the next poll.
+        (WebhookEndpoint.update(down_until=now)
+         .where((WebhookEndpoint.id == endpoint.id) & WebhookEndpoint.down_since.is_null(False))
+         .execute())
+    return event
 
 
 def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "skipped"),

@@ -45,9 +45,16 @@ class WebhookPages(Pages):
                 webhook_endpoints.remove_endpoint(org.id, environment, actor=session.actor)
                 return redirect("/workspace/webhooks")
             elif action == "test":
+                current = webhook_endpoints.endpoint_for(org.id, environment)
                 event = webhook_events.send_test_event(org.id, environment)
-                self.flash.put_notice(session, f"Test event {event.id} queued: it is delivered within a "
-                                               "few seconds and listed below, marked test.")
+                if current is not None and current.down_since is not None:
+                    self.flash.put_notice(session, f"Test event {event.id} queued, listed below, marked test. "
+                                                   "The endpoint is not answering: its oldest waiting delivery "
+                                                   "is tried again within a few seconds, and the test event "
+                                                   "follows once the receiver answers.")
+                else:
+                    self.flash.put_notice(session, f"Test event {event.id} queued: it is delivered within a "
+                                                   "few seconds and listed below, marked test.")
                 return redirect("/workspace/webhooks")
             else:
                 return self.webhooks_page(error="Unknown action.", status=400)
