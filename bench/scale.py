@@ -353,18 +353,41 @@ def build_ids(count: int, size: int) -> list[str]:
         f"SELECT id FROM calculation WHERE idempotency_key IN ({', '.join('?' for _ in chosen)})", tuple(chosen))]
 
 
+YEAR_READS = 21
+
+
+def full_years(client: TestApp, key: str) -> list[str]:
+    """YEAR_READS customers whose 2025 is full, the same at every size: a calculation of each mode in
+    each month, POSTed. A customer of the build has a full year only in a large database, and a
+    year's answer grows with the months and modes in it (at most 12 x 3 rows), not with the database."""
+    references = []
+    org = models.Organization.get(models.Organization.slug == "bench")
+    for number in range(YEAR_READS):
+        reference = f"full-year-{number}"
+        models.Customer.create(organization=org, environment="test", reference=reference, name=reference)
+        for month in range(1, 13):
+            for mode_number, mode in enumerate(MODES):
+                calculation = {**body(mode_number), "customer_reference": reference,
+                               "activity_date": dt.date(2025, month, 15).isoformat()}
+                client.post_json("/v1/emissions/logistics", calculation,
+                                 headers=headers(key, f"{reference}-{month}-{mode}"), status=201)
+        references.append(reference)
+    return references
+
+
 def api_reads(client: TestApp, key: str, ids: list[str]) -> dict:
-    """GET by random id (each id asked once: the cache never answers) and customer analytics."""
+    """GET by random id (each id asked once: the cache never answers), GET of a customer, and a year
+    of analytics of customers whose year is full (each asked once: no kept answer)."""
     reads = iter(ids)
+    years = iter(full_years(client, key))
     auth_only = {"Authorization": f"Bearer {key}"}
     rng = random.Random(3)
     return {
         "get_by_random_id_ms": timed(lambda: client.get(f"/v1/calculations/{next(reads)}", headers=auth_only), 51),
-        "customer_analytics_ms": timed(lambda: client.get(f"/v1/customers/customer-{rng.randrange(CUSTOMERS)}",
+        "get_customer_ms": timed(lambda: client.get(f"/v1/customers/customer-{rng.randrange(CUSTOMERS)}",
                                                           headers=auth_only), 21),
         "customer_emissions_year_ms": timed(lambda: client.get(
-            f"/v1/customers/customer-{rng.randrange(CUSTOMERS)}/emissions?from=2025-01-01&to=2025-12-31",
-            headers=auth_only), 21),
+            f"/v1/customers/{next(years)}/emissions?from=2025-01-01&to=2025-12-31", headers=auth_only), YEAR_READS),
     }
 
 
@@ -577,7 +600,7 @@ BOUNDS = {
     "page_webhooks_ms": ("ratio", 1.5), "page_customer_period_ms": ("ratio", 1.5),
     **{f"page_{name}_cpu_ms": ("ratio", 1.5) for name in PAGES},
     "csv_first_byte_ms": ("ratio", 1.5), "get_by_random_id_ms": ("ratio", 1.5),
-    "customer_analytics_ms": ("ratio", 1.5), "customer_emissions_year_ms": ("ratio", 1.5),
+    "get_customer_ms": ("ratio", 1.5), "customer_emissions_year_ms": ("ratio", 1.5),
     "startup_seconds": ("ratio", 1.5), "startup_cpu_seconds": ("ratio", 1.5),
     "served_get_during_overview_ms": ("ratio", 1.5),
     "fresh_posts_per_second_none_due": ("inverse", 1.5), "fresh_post_cpu_ms_none_due": ("ratio", 1.5),
