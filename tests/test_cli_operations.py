@@ -399,8 +399,9 @@ def test_an_attempt_answered_with_an_error_status_records_it_as_one_phrase(clien
         webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True)
         post_calculation(client, acme, status=201)
         worker = webhook_delivery.Deliverer(config.with_(webhook_retry_schedule=(0, 0)))
-        # A run ends after a round in which nothing succeeded: one attempt a run.
-        assert [worker.run_once()["succeeded"] for _ in range(3)] == [0, 0, 1]
+        # A run ends after a round in which no receiver answered (the 503); the 302 is an answer, so
+        # the second run goes on to the retry that succeeds.
+        assert [worker.run_once()["succeeded"] for _ in range(2)] == [0, 1]
         worker.close()
     finally:
         receiver.close()
