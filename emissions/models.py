@@ -311,11 +311,10 @@ class CustomerRollup(BaseModel):
 
 # --- period rollups (issue 22) ---------------------------------------------------------------------
 
-class CustomerPeriodRollup(BaseModel):
-    """Running totals of one customer's calculations for one activity day or month (span), mode and
-    business context (migration 0009; emissions/periods.py reads and writes them)."""
+class PeriodTotals(BaseModel):
+    """The columns of a period rollup row after its owner: an activity day or month (span), a mode, a
+    business context and the running totals of the calculations in it."""
 
-    customer = pw.ForeignKeyField(Customer, on_delete="CASCADE", index=False)
     environment = pw.CharField(max_length=4)
     span = pw.CharField(max_length=5)  # day | month (activity_date is then the month's first day)
     activity_date = pw.DateField()
@@ -327,29 +326,26 @@ class CustomerPeriodRollup(BaseModel):
     emissions_ttw_kg = ExactDecimalField()  # over the calculations that have TTW and WTT parts
     emissions_wtt_kg = ExactDecimalField()
 
+
+class CustomerPeriodRollup(PeriodTotals):
+    """Running totals of one customer's calculations for one activity day or month (span), mode and
+    business context (migration 0009; emissions/periods.py reads and writes them)."""
+
+    customer = pw.ForeignKeyField(Customer, on_delete="CASCADE", index=False)
+
     class Meta:
         # Keyed by its key (migration 0016; on SQLite a WITHOUT ROWID table, the key's one b-tree).
         primary_key = pw.CompositeKey("customer", "environment", "span", "activity_date", "mode", "business_context")
         without_rowid = True
 
 
-class OrganizationPeriodRollup(BaseModel):
+class OrganizationPeriodRollup(PeriodTotals):
     """Running totals of one organization's calculations for one activity day, mode and business
     context: its customers' day rows added up, written in the same transactions (migration 0017;
     store.OrganizationDays). The workspace overview reads them: a row per day, mode and business
     context, however many customers there are. Only span 'day' is written."""
 
     organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
-    environment = pw.CharField(max_length=4)
-    span = pw.CharField(max_length=5)  # day
-    activity_date = pw.DateField()
-    mode = pw.CharField(max_length=8)
-    business_context = pw.CharField(max_length=12)
-    calculation_count = pw.BigIntegerField()
-    activity_tkm = ExactDecimalField()
-    emissions_kg = ExactDecimalField()
-    emissions_ttw_kg = ExactDecimalField()  # over the calculations that have TTW and WTT parts
-    emissions_wtt_kg = ExactDecimalField()
 
     class Meta:
         primary_key = pw.CompositeKey("organization", "environment", "span", "activity_date", "mode",
