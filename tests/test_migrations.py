@@ -35,6 +35,15 @@ FIRST_MIGRATION = migrations.available()[:1]
 EVERY_MIGRATION_PATH = migrations.available()
 
 
+def migrated_before(stem: str, database_url: str, monkeypatch):
+    """The database at database_url bound, with every migration before `stem` applied and none after."""
+    database = bind(database_url)
+    with monkeypatch.context() as before:
+        before.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < stem])
+        migrations.run(database)
+    return database
+
+
 def migrate_at_once(database_url: str, processes: int = 4) -> list[subprocess.CompletedProcess]:
     """Start `emissions migrate` several times at the same moment against one empty database."""
     environment = {**os.environ, "DATABASE_URL": database_url}
@@ -291,10 +300,7 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
 
 def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emissions_unattributed(
         empty_database_url, monkeypatch):
-    database = bind(empty_database_url)
-    with monkeypatch.context() as before_0006:
-        before_0006.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0006"])
-        migrations.run(database)
+    database = migrated_before("0006", empty_database_url, monkeypatch)
     org = make_org("acme")
     customer = make_customer(org)
     factor_id = models.Factor.insert(
@@ -326,10 +332,7 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
 
 def test_a_calculation_and_a_shipment_made_before_0015_keep_their_bodies_and_replay_after_it(
         empty_database_url, monkeypatch):
-    database = bind(empty_database_url)
-    with monkeypatch.context() as before_0015:
-        before_0015.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0015"])
-        migrations.run(database)
+    database = migrated_before("0015", empty_database_url, monkeypatch)
     org = make_org("acme")
     customer = make_customer(org)
     factor = make_factor()
@@ -369,10 +372,7 @@ def test_a_calculation_and_a_shipment_made_before_0015_keep_their_bodies_and_rep
 
 
 def test_0016_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_database_url, monkeypatch):
-    database = bind(empty_database_url)
-    with monkeypatch.context() as before_0016:
-        before_0016.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0016"])
-        migrations.run(database)
+    database = migrated_before("0016", empty_database_url, monkeypatch)
     customer = make_customer(make_org("acme"))
     columns = ("customer_id, environment, span, activity_date, mode, business_context, calculation_count,"
                " activity_tkm, emissions_kg, emissions_ttw_kg, emissions_wtt_kg")
@@ -408,10 +408,7 @@ def test_0016_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_dat
 
 
 def test_0017_fills_the_organization_day_rows_exactly_from_the_customers_day_rows(empty_database_url, monkeypatch):
-    database = bind(empty_database_url)
-    with monkeypatch.context() as before_0017:
-        before_0017.setattr(migrations, "available", lambda: [p for p in EVERY_MIGRATION_PATH if p.stem < "0017"])
-        migrations.run(database)
+    database = migrated_before("0017", empty_database_url, monkeypatch)
     acme, globex = make_org("acme"), make_org("globex")
     first, second, other = make_customer(acme, "c1"), make_customer(acme, "c2"), make_customer(globex, "g1")
     columns = ("customer_id, environment, span, activity_date, mode, business_context, calculation_count,"

@@ -1,6 +1,7 @@
 """Production on the wire: many idle and slow connections, several workers, a reverse proxy, edges of input."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -153,6 +154,21 @@ def test_the_main_loop_does_not_watch_a_channel_while_its_task_thread_writes_to_
         server.close()
 
 
+@contextlib.contextmanager
+def small_window_get(server, timeout: float, close: bool = True):
+    """A connection to the server that offers a 4 KB receive window, having sent GET / (with
+    Connection: close when `close`). The buffer is set before connect(), so that the window offered is
+    this small: shrunk after it, the buffer cannot hold the segments the larger window let through,
+    the kernel drops them, the server retransmits on its timer, and the answer crawls."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.socket() as connection:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        connection.settimeout(timeout)
+        connection.connect((host, int(port)))
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n" + (b"Connection: close\r\n" if close else b"") + b"\r\n")
+        yield connection
+
+
 def test_a_large_answer_read_slowly_arrives_whole(tmp_path):
     """What the task thread cannot send at once the main loop sends, once the output lock is free."""
     chunk = b"x" * 65536
@@ -163,15 +179,7 @@ def test_a_large_answer_read_slowly_arrives_whole(tmp_path):
         return (chunk for _ in range(32))
 
     with LiveServer(app, threads=1) as server:
-        host, port = server.url.removeprefix("http://").split(":")
-        with socket.socket() as connection:
-            # Before connect(), so that the window offered is this small. Shrunk after it, the buffer
-            # cannot hold the segments the larger window let through: the kernel drops them, the
-            # server retransmits on its timer, and the answer crawls.
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            connection.settimeout(10)
-            connection.connect((host, int(port)))
-            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        with small_window_get(server, timeout=10) as connection:
             answer = b""
             while part := connection.recv(4096):
                 answer += part
@@ -206,12 +214,7 @@ def test_a_large_answer_read_steadily_but_slowly_is_not_closed_as_idle(tmp_path)
         # The accepted socket inherits a fixed send buffer: emptying a third of it at the client's
         # pace below takes seconds, with nothing for Waitress to send meanwhile.
         server.server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 256 * 1024)
-        host, port = server.url.removeprefix("http://").split(":")
-        with socket.socket() as connection:
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect(): the window
-            connection.settimeout(30)
-            connection.connect((host, int(port)))
-            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        with small_window_get(server, timeout=30) as connection:
             answer, slow_until = b"", time.monotonic() + 5
             while part := connection.recv(4096):
                 answer += part
@@ -235,12 +238,7 @@ def test_a_client_that_stops_reading_is_closed_after_channel_timeout_and_can_tel
 
     app.settings = Config(channel_timeout=1)
     with LiveServer(app, threads=1) as server:
-        host, port = server.url.removeprefix("http://").split(":")
-        with socket.socket() as connection:
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            connection.settimeout(10)
-            connection.connect((host, int(port)))
-            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        with small_window_get(server, timeout=10, close=False) as connection:
             answer = connection.recv(4096)
             for _ in range(300):  # the client reads nothing meanwhile
                 if not server.server.active_channels:
