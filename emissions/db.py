@@ -2,7 +2,9 @@
 service relies on, SQLite's pragmas and exact-decimal functions, and the WAL checkpointer."""
 from __future__ import annotations
 
+import contextlib
 import decimal
+import fcntl
 import importlib.util
 import logging
 import os
@@ -35,29 +37,106 @@ SQLITE_PRAGMAS = (
 )
 
 
+class SharedWriterDatabase(pw.SqliteDatabase):
+    """SQLite whose write transactions, once share_writer_lock() named a lock file, first take an
+    exclusive flock() of it.
+
+    Every serving process (each worker of `serve --workers N` too) queues its writers on the file
+    beside the database. Between processes, SQLite's busy handler makes a writer sleep and retry, a
+    little longer each time, so a worker that met another's transaction idles on after it ended; a
+    blocked flock() returns the moment the lock is free. The checkpointer takes the same lock for
+    its short catch-up (WalCheckpointer). Each thread locks through a descriptor of its own (a flock
+    belongs to an open file, so two threads sharing one would both hold it). The kernel drops the
+    lock of a process that dies. Without a lock file (the CLI, tests) it is SQLite as it comes.
+    """
+
+    WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lock_path: str | None = None
+        self._writer = threading.local()
+
+    def begin(self, lock_type=None):
+        if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES or not self.lock_path:
+            return super().begin(lock_type)
+        self._hold()
+        try:
+            super().begin(lock_type)
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self):
+        super().commit()  # when COMMIT fails the transaction is still open: rollback() releases
+        self._release()
+
+    def rollback(self):
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    @contextlib.contextmanager
+    def writers_held(self):
+        """No writer of a serving process on this file begins while the block runs (nothing
+        without a lock file)."""
+        if not self.lock_path:
+            yield
+            return
+        self._hold()
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _hold(self) -> None:
+        descriptor = getattr(self._writer, "descriptor", None)
+        if descriptor is None:
+            descriptor = self._writer.descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        self._writer.holding = True
+
+    def _release(self) -> None:
+        if getattr(self._writer, "holding", False):
+            self._writer.holding = False
+            fcntl.flock(self._writer.descriptor, fcntl.LOCK_UN)
+
+
+def share_writer_lock(database: pw.Database) -> None:
+    """Make a serving process's SQLite writers queue on `<database>-writers.lock` (nothing to do on
+    PostgreSQL or in memory)."""
+    if isinstance(database, SharedWriterDatabase) and database.database not in ("", ":memory:"):
+        database.lock_path = f"{database.database}-writers.lock"
+
+
 class WalCheckpointer:
     """Checkpoints SQLite's write-ahead log from a thread of its own, for a serving process.
 
     By default the connection whose commit takes the log past 1000 pages copies the log into the
     database and syncs it, inside its request and while this process's writers queue behind it.
     Here the request connections never checkpoint (wal_autocheckpoint=0); a thread does it every
-    `interval` seconds with a PASSIVE checkpoint (it never blocks or waits for anyone, and SQLite
-    does the work with the GIL released, on another core: the thread leaves the serving process's
-    CPU, see affinity.release_this_thread). A log copied whole is started again by the next writer,
-    which cuts the file back to LIMIT_PAGES (journal_size_limit). Readers may keep a PASSIVE
-    checkpoint from reaching the end of the log, which then keeps growing: past LIMIT_PAGES the thread
-    runs a TRUNCATE checkpoint, which waits (at most TRUNCATE_WAIT_SECONDS) for them and empties the
-    file; writers queue meanwhile, so it runs only then.
+    `interval` seconds, off the serving CPU (SQLite copies the pages with the GIL released, see
+    affinity.release_this_thread).
+
+    A round is a PASSIVE checkpoint, which waits for no one: writers go on committing meanwhile,
+    so under sustained writes it ends with new frames behind it, the log is never copied whole, and
+    SQLite never starts it again: it would grow without end. So when the log has passed
+    CATCH_UP_PAGES, a second PASSIVE runs with the writers held (SharedWriterDatabase.writers_held):
+    it copies only what was committed during the first, and leaves the log copied whole. The next
+    writer then starts the log again from its beginning and cuts the file back to LIMIT_PAGES
+    (journal_size_limit). A reader still on an older snapshot keeps its frames from being copied;
+    the log is started again in a later round, once it finished.
 
     `emissions serve --workers N` runs one in each worker (a busy checkpoint is skipped, not
     waited for); CLI processes run none and keep SQLite's own checkpoint at commit.
     """
 
-    LIMIT_PAGES = 10_000  # about 40 MB of log
-    TRUNCATE_WAIT_SECONDS = 2.0
+    CATCH_UP_PAGES = 1000  # SQLite's own wal_autocheckpoint
+    LIMIT_PAGES = 10_000  # about 40 MB of log file kept when the log starts again
     SQLITE_DEFAULT_PAGES = 1000
 
-    def __init__(self, database: pw.SqliteDatabase, interval: float = 0.1):
+    def __init__(self, database: SharedWriterDatabase, interval: float = 0.05):
         self.database = database
         self.interval = interval
         self._stopping = threading.Event()
@@ -82,16 +161,15 @@ class WalCheckpointer:
 
     def connect(self) -> sqlite3.Connection:
         """The thread's own sqlite3 connection, outside Peewee's per-thread state: it never joins a transaction."""
-        return sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False,
-                               timeout=self.TRUNCATE_WAIT_SECONDS)
+        return sqlite3.connect(self.database.database, isolation_level=None, check_same_thread=False)
 
     def checkpoint(self, connection: sqlite3.Connection) -> int:
-        """One round: PASSIVE, then TRUNCATE if the log is still past LIMIT_PAGES; the log's pages left."""
+        """One round: PASSIVE, then, past CATCH_UP_PAGES, PASSIVE again with the writers held; the
+        log's pages (as the last PASSIVE began)."""
         busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        # A log copied whole is started again by the next writer: only one that readers kept from
-        # being copied, and that is past the limit, is worth making writers wait for.
-        if log_pages > self.LIMIT_PAGES and copied < log_pages:
-            busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if log_pages > self.CATCH_UP_PAGES:
+            with self.database.writers_held():
+                busy, log_pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return max(log_pages, 0)
 
     def _run(self) -> None:
@@ -110,18 +188,13 @@ class WalCheckpointer:
             connection.close()
 
 
-# The class open_database() makes for SQLite; `emissions serve --workers N` sets its own
-# (workers.SharedWriterDatabase), whose writers queue with the other workers' on a file lock.
-SQLITE_DATABASE = pw.SqliteDatabase
-
-
 def open_database(url: str, waits: postgres.PostgresWaits | None = None) -> pw.Database:
     """A database for a DATABASE_URL, with the settings this service relies on (and, on PostgreSQL,
     the waits: postgres.py)."""
     if url.startswith("sqlite"):
         settings = db_url.parse(url)
         create_private(settings.get("database") or "")
-        database = SQLITE_DATABASE(**{
+        database = SharedWriterDatabase(**{
             "timeout": 10,
             **settings,
             "pragmas": SQLITE_PRAGMAS,

@@ -11,20 +11,16 @@ the rest and exit 1, for the service manager to restart the whole (docs/operatio
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import json
 import math
 import os
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 from dataclasses import dataclass
 
-import peewee as pw
-from playhouse import db_url
 
 from . import db
 from .config import Config
@@ -54,62 +50,6 @@ class Worker:
         """Tell the parent that this worker is listening, and on which CPU ("-": any)."""
         os.write(self.ready_pipe, f"{self.index} {'-' if self.cpu is None else self.cpu}\n".encode())
         os.close(self.ready_pipe)
-
-
-class SharedWriterDatabase(pw.SqliteDatabase):
-    """SQLite whose write transactions first take an exclusive flock() of a file beside the database.
-
-    Between processes, SQLite's busy handler makes a writer sleep and retry, a little longer each time,
-    so a worker that met another's transaction idles on after it ended; a blocked flock() returns
-    the moment the lock is free. Each thread locks through a descriptor of its own (a flock belongs
-    to an open file, so two threads sharing one would both hold it). The kernel drops the lock of a
-    process that dies.
-    """
-
-    WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
-    lock_path: str | None = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._writer = threading.local()
-
-    def begin(self, lock_type=None):
-        if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES or not self.lock_path:
-            return super().begin(lock_type)
-        descriptor = getattr(self._writer, "descriptor", None)
-        if descriptor is None:
-            descriptor = self._writer.descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        self._writer.holding = True
-        try:
-            super().begin(lock_type)
-        except BaseException:
-            self._release()
-            raise
-
-    def commit(self):
-        super().commit()  # when COMMIT fails the transaction is still open: rollback() releases
-        self._release()
-
-    def rollback(self):
-        try:
-            super().rollback()
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if getattr(self._writer, "holding", False):
-            self._writer.holding = False
-            fcntl.flock(self._writer.descriptor, fcntl.LOCK_UN)
-
-
-def share_writer_lock(database_url: str) -> None:
-    """Make this worker's SQLite writers queue with the other workers' (nothing to do on PostgreSQL)."""
-    if database_url.startswith("sqlite"):
-        path = db_url.parse(database_url)["database"]
-        if path and path != ":memory:":
-            SharedWriterDatabase.lock_path = f"{path}-writers.lock"
-            db.SQLITE_DATABASE = SharedWriterDatabase
 
 
 def worker_config(config: Config, workers: int) -> Config:
@@ -280,7 +220,6 @@ def _run_worker(config: Config, host: str, port: int, worker: Worker, reservatio
         signal.signal(signal.SIGTERM, _stop_worker)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         worker.socket = reuse_port_socket(host, port)
-        share_writer_lock(config.database_url)
         server.serve(config, host, port, announce=worker.ready, worker=worker)
     except server.ListenError as exc:
         print(f"emissions: worker {worker.index}: {exc}", file=sys.stderr, flush=True)

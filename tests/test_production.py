@@ -21,6 +21,7 @@ from emissions import workers
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config, ConfigError
+from emissions.db import open_database, share_writer_lock
 from emissions.server import EnvelopeChannel, create_server
 from conftest import (EMISSIONS, LiveServer, cli_json, logistics_body, make_org, post_calculation, raw_exchange,
                       serving, stop_the_sign_in_clock)
@@ -411,36 +412,37 @@ def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
     import fcntl
     import threading
 
-    workers.SharedWriterDatabase.lock_path = str(tmp_path / "db.sqlite3-writers.lock")
-    try:
-        database = workers.SharedWriterDatabase(str(tmp_path / "db.sqlite3"), lock_type="IMMEDIATE")
-        probe = os.open(workers.SharedWriterDatabase.lock_path, os.O_RDWR | os.O_CREAT)  # as another worker's
-        held = []
+    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    share_writer_lock(database)  # as serve does in each process
+    assert database.lock_path == str(tmp_path / "db.sqlite3-writers.lock")
+    probe = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)  # as another worker's
+    held = []
 
-        def try_lock():
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(probe, fcntl.LOCK_UN)
-                held.append(False)
-            except BlockingIOError:
-                held.append(True)
+    def try_lock():
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(probe, fcntl.LOCK_UN)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
 
-        with database.atomic():
-            database.execute_sql("CREATE TABLE t (x)")
-            try_lock()
+    with database.atomic():
+        database.execute_sql("CREATE TABLE t (x)")
         try_lock()
-        with pytest.raises(ZeroDivisionError), database.atomic():
-            try_lock()
-            1 / 0
+    try_lock()
+    with pytest.raises(ZeroDivisionError), database.atomic():
         try_lock()
-        reader = threading.Thread(target=lambda: database.execute_sql("SELECT count(*) FROM t").fetchone())
-        reader.start()
-        reader.join()
-        assert held == [True, False, True, False]
-        os.close(probe)
-        database.close()
-    finally:
-        workers.SharedWriterDatabase.lock_path = None
+        1 / 0
+    try_lock()
+    reader = threading.Thread(target=lambda: database.execute_sql("SELECT count(*) FROM t").fetchone())
+    reader.start()
+    reader.join()
+    with database.writers_held():  # the checkpointer's catch-up
+        try_lock()
+    try_lock()
+    assert held == [True, False, True, False, True, False]
+    os.close(probe)
+    database.close()
 
 
 def test_each_worker_takes_its_share_of_the_rate_limit():

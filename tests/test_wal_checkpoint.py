@@ -1,11 +1,15 @@
 """The write-ahead log under a burst of writes: request connections never checkpoint, the
-checkpointer's thread keeps the log bounded (issue 24, a steady tail)."""
+checkpointer's thread keeps the log bounded, also while writers go on committing."""
 from __future__ import annotations
 
+import fcntl
 import os
+import sqlite3
 import threading
 
-from emissions.db import WalCheckpointer, open_database
+import pytest
+
+from emissions.db import WalCheckpointer, open_database, share_writer_lock
 
 
 class SmallLimit(WalCheckpointer):
@@ -61,6 +65,69 @@ def test_request_connections_never_checkpoint_and_the_thread_bounds_the_log(tmp_
     # Stopped, it leaves the connections checkpointing at commit: the log cannot grow unwatched.
     assert database.execute_sql("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
     database.close()
+
+
+class CommitsDuringThePass:
+    """The checkpointer's connection, with a writer committing while its first PASSIVE runs (as
+    requests do under sustained writes); it notes whether the writers were held at each pass."""
+
+    def __init__(self, connection, database, probe: int):
+        self.connection, self.database, self.probe = connection, database, probe
+        self.writers_held: list[bool] = []
+
+    def execute(self, sql):
+        try:
+            fcntl.flock(self.probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self.probe, fcntl.LOCK_UN)
+            self.writers_held.append(False)
+        except BlockingIOError:
+            self.writers_held.append(True)
+        if len(self.writers_held) > 1:
+            return self.connection.execute(sql)
+        writer = sqlite3.connect(self.database.database, isolation_level=None)
+        writer.execute("PRAGMA wal_autocheckpoint=0")  # as the service's connections
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO filler (body) VALUES ('committed while the pass ran')")
+        cursor = self.connection.execute(sql)
+        writer.execute("COMMIT")  # behind the pass: the log is not copied whole, nor started again
+        writer.close()
+        burst(self.database, 300)  # the writes that go on meanwhile
+        return cursor
+
+
+def log_pages(connection) -> int:
+    return connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+
+
+@pytest.mark.parametrize("catch_up", [True, False], ids=["caught up", "without the catch-up"])
+def test_commits_during_a_checkpoint_are_caught_up_with_the_writers_held_and_the_log_starts_again(tmp_path, catch_up):
+    path = tmp_path / "steady.sqlite3"
+    database = open_database(f"sqlite:///{path}")
+    share_writer_lock(database)  # as every serving process
+    database.execute_sql("CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT)")
+    checkpointer = SmallLimit(database, interval=3600)
+    checkpointer.CATCH_UP_PAGES = 100 if catch_up else 10**9
+    checkpointer.start()
+    probe = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)
+    connection = checkpointer.connect()
+    try:
+        burst(database, 1000)
+        watched = CommitsDuringThePass(connection, database, probe)
+        checkpointer.checkpoint(watched)
+        burst(database, 1)  # the next writer
+        if catch_up:
+            assert watched.writers_held == [False, True]  # the second pass, and only it, held them
+            assert log_pages(connection) < 20  # started again: only the last commit's pages
+            assert wal_pages(path) <= SmallLimit.LIMIT_PAGES
+        else:  # what a PASSIVE alone leaves under sustained writes: the log goes on growing
+            assert watched.writers_held == [False]
+            assert log_pages(connection) > 1000
+        assert database.execute_sql("SELECT COUNT(*) FROM filler").fetchone()[0] == 1311
+    finally:
+        connection.close()
+        os.close(probe)
+        checkpointer.stop()
+        database.close()
 
 
 def test_a_database_without_the_checkpointer_keeps_sqlites_own_checkpoint(tmp_path):
