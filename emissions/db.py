@@ -10,6 +10,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from decimal import Decimal
 
 import peewee as pw
@@ -51,6 +52,7 @@ class SharedWriterDatabase(pw.SqliteDatabase):
     """
 
     WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
+    SPIN_SECONDS = 0.001  # longer than a write transaction usually holds the lock
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -91,10 +93,26 @@ class SharedWriterDatabase(pw.SqliteDatabase):
             self._release()
 
     def _hold(self) -> None:
+        """Take the lock: while another writer holds it, try again for up to SPIN_SECONDS (giving up
+        the CPU and the GIL between tries), then wait in flock(). A writer asleep in flock() runs
+        again only once its CPU is woken and scheduled, which on a virtual machine can take about
+        as long as the other's whole transaction; a write transaction usually ends within the spin,
+        the checkpointer's catch-up does not."""
         descriptor = getattr(self._writer, "descriptor", None)
         if descriptor is None:
             descriptor = self._writer.descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        deadline = None
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                deadline = deadline or now + self.SPIN_SECONDS
+                if now > deadline:
+                    fcntl.flock(descriptor, fcntl.LOCK_EX)
+                    break
+                os.sched_yield()
         self._writer.holding = True
 
     def _release(self) -> None:

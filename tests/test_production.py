@@ -445,6 +445,38 @@ def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
     database.close()
 
 
+@pytest.mark.parametrize("spin", [0.0, 60.0], ids=["asleep in flock", "spinning"])
+def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(tmp_path, monkeypatch, spin):
+    import fcntl
+    import threading
+
+    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    share_writer_lock(database)
+    monkeypatch.setattr(database, "SPIN_SECONDS", spin)
+    database.execute_sql("CREATE TABLE t (x)")
+    other = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)  # another worker's
+    fcntl.flock(other, fcntl.LOCK_EX)
+    began = threading.Event()
+
+    def write():
+        began.set()
+        with database.atomic():
+            database.execute_sql("INSERT INTO t VALUES (1)")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    began.wait()
+    writer.join(0.3)
+    assert writer.is_alive()  # it waits while the other holds the lock
+    assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 0
+    fcntl.flock(other, fcntl.LOCK_UN)
+    writer.join(10)
+    assert not writer.is_alive()
+    assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 1
+    os.close(other)
+    database.close()
+
+
 def test_each_worker_takes_its_share_of_the_rate_limit():
     config = Config(rate_limit_per_second=100.0, rate_limit_burst=200)
     share = workers.worker_config(config, 2)
