@@ -42,8 +42,8 @@ class SharedWriterDatabase(pw.SqliteDatabase):
     """SQLite whose write transactions, once share_writer_lock() named a lock file, first take an
     exclusive flock() of it.
 
-    Every serving process (each worker of `serve --workers N` too) queues its writers on the file
-    beside the database. Between processes, SQLite's busy handler makes a writer sleep and retry, a
+    A process running the WalCheckpointer (every serving process, each worker of `serve --workers N`
+    too) queues its writers on the file beside the database. Between processes, SQLite's busy handler makes a writer sleep and retry, a
     little longer each time, so a worker that met another's transaction idles on after it ended; a
     blocked flock() returns the moment the lock is free. The checkpointer takes the same lock for
     its short catch-up (WalCheckpointer). Each thread locks through a descriptor of its own (a flock
@@ -122,8 +122,8 @@ class SharedWriterDatabase(pw.SqliteDatabase):
 
 
 def share_writer_lock(database: pw.Database) -> None:
-    """Make a serving process's SQLite writers queue on `<database>-writers.lock` (nothing to do on
-    PostgreSQL or in memory)."""
+    """Make this process's SQLite writers queue on `<database>-writers.lock` (WalCheckpointer.start
+    does; nothing to do on PostgreSQL or in memory)."""
     if isinstance(database, SharedWriterDatabase) and database.database not in ("", ":memory:"):
         database.lock_path = f"{database.database}-writers.lock"
 
@@ -161,6 +161,7 @@ class WalCheckpointer:
         self._thread = threading.Thread(target=self._run, name="wal-checkpoint", daemon=True)
 
     def start(self) -> "WalCheckpointer":
+        share_writer_lock(self.database)  # what the catch-up holds the writers on
         self.database.pragma("wal_autocheckpoint", 0, permanent=True)  # every request connection
         # A log copied whole is started again by the next writer, which then cuts the file back to this.
         self.database.pragma("journal_size_limit", self.LIMIT_PAGES * 4096, permanent=True)

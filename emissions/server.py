@@ -27,7 +27,7 @@ from . import proxies
 from . import scheduler as webhook_scheduler
 from .app import SECURITY_HEADERS, create_app
 from .config import Config, ConfigError
-from .db import WalCheckpointer, db, is_sqlite, share_writer_lock
+from .db import WalCheckpointer, db, is_sqlite
 
 
 MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
@@ -366,7 +366,6 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         worker.cpu = cpu  # what it tells the parent
     # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
     scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
-    share_writer_lock(db.obj)  # writers queue with the other workers' and the checkpointer's catch-up
     checkpointer = WalCheckpointer(db.obj).start() if is_sqlite() else None
 
     def stop(signum, frame):
