@@ -150,7 +150,7 @@ class WalCheckpointer:
     waited for); CLI processes run none and keep SQLite's own checkpoint at commit.
     """
 
-    CATCH_UP_PAGES = 1000  # SQLite's own wal_autocheckpoint
+    CATCH_UP_PAGES = 4000  # about 16 MB of log: a catch-up now and then, not at every round
     LIMIT_PAGES = 10_000  # about 40 MB of log file kept when the log starts again
     SQLITE_DEFAULT_PAGES = 1000
 
