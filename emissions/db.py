@@ -43,21 +43,25 @@ class SharedWriterDatabase(pw.SqliteDatabase):
     exclusive flock() of it.
 
     A process running the WalCheckpointer (every serving process, each worker of `serve --workers N`
-    too) queues its writers on the file beside the database. Between processes, SQLite's busy handler makes a writer sleep and retry, a
-    little longer each time, so a worker that met another's transaction idles on after it ended; a
-    blocked flock() returns the moment the lock is free. The checkpointer takes the same lock for
-    its short catch-up (WalCheckpointer). Each thread locks through a descriptor of its own (a flock
-    belongs to an open file, so two threads sharing one would both hold it). The kernel drops the
-    lock of a process that dies. Without a lock file (the CLI, tests) it is SQLite as it comes.
+    too) queues its write transactions on the file beside the database, and the checkpointer holds
+    them off with the same lock for its short catch-up. Between processes, SQLite's busy handler
+    makes a writer sleep and retry, a little longer each time, so a worker that met another's
+    transaction idles on after it ended; the lock is taken again the moment it is free. A flock
+    belongs to an open file, so each holder locks through a descriptor of its own, taken from the
+    ones this database opened and given back after. The kernel drops the lock of a process that
+    dies. Without a lock file (the CLI, tests) it is SQLite as it comes.
     """
 
     WRITE_LOCK_TYPES = ("IMMEDIATE", "EXCLUSIVE")
     SPIN_SECONDS = 0.001  # longer than a write transaction usually holds the lock
+    POLL_SECONDS = 0.001
+    WAIT_SECONDS = 10.0  # as long as SQLite's busy handler waits (busy_timeout)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.lock_path: str | None = None
-        self._writer = threading.local()
+        self._holding = threading.local()  # the descriptor this thread holds the lock through
+        self._free: list[int] = []  # descriptors open on the lock file that nobody holds it through
 
     def begin(self, lock_type=None):
         if (lock_type or self._lock_type or "").upper() not in self.WRITE_LOCK_TYPES or not self.lock_path:
@@ -81,8 +85,8 @@ class SharedWriterDatabase(pw.SqliteDatabase):
 
     @contextlib.contextmanager
     def writers_held(self):
-        """No writer of a serving process on this file begins while the block runs (nothing
-        without a lock file)."""
+        """No write transaction of a process sharing the lock begins while the block runs (a
+        statement outside a transaction still may); nothing without a lock file."""
         if not self.lock_path:
             yield
             return
@@ -93,39 +97,65 @@ class SharedWriterDatabase(pw.SqliteDatabase):
             self._release()
 
     def _hold(self) -> None:
-        """Take the lock: while another writer holds it, try again for up to SPIN_SECONDS (giving up
-        the CPU and the GIL between tries), then wait in flock(). A writer asleep in flock() runs
-        again only once its CPU is woken and scheduled, which on a virtual machine can take about
-        as long as the other's whole transaction; a write transaction usually ends within the spin,
-        the checkpointer's catch-up does not."""
-        descriptor = getattr(self._writer, "descriptor", None)
-        if descriptor is None:
-            descriptor = self._writer.descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = None
+        """Take the lock. While another holds it, try again: for SPIN_SECONDS giving up only the
+        CPU and the GIL between tries (a writer asleep runs again only once its CPU is woken and
+        scheduled, which on a virtual machine can take about as long as the other's whole
+        transaction), then every POLL_SECONDS, until WAIT_SECONDS have passed: then, as SQLite's
+        busy handler would, OperationalError "database is locked" (outages.py: a 503)."""
+        if getattr(self._holding, "descriptor", None) is not None:
+            raise RuntimeError("this thread already holds the writer lock")
+        try:
+            descriptor = self._free.pop()
+        except IndexError:
+            descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            self._take(descriptor)
+        except BaseException:
+            self._free.append(descriptor)
+            raise
+        self._holding.descriptor = descriptor
+
+    def _take(self, descriptor: int) -> None:
+        started = time.monotonic()
         while True:
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return
             except BlockingIOError:
-                now = time.monotonic()
-                deadline = deadline or now + self.SPIN_SECONDS
-                if now > deadline:
-                    fcntl.flock(descriptor, fcntl.LOCK_EX)
-                    break
-                os.sched_yield()
-        self._writer.holding = True
+                waited = time.monotonic() - started
+                if waited > self.WAIT_SECONDS:
+                    locked = sqlite3.OperationalError(
+                        f"database is locked (another writer held the writer lock for {self.WAIT_SECONDS:g} s)")
+                    raise pw.OperationalError(locked) from locked  # as Peewee wraps SQLite's own
+                if waited < self.SPIN_SECONDS:
+                    os.sched_yield()
+                else:
+                    time.sleep(self.POLL_SECONDS)
 
     def _release(self) -> None:
-        if getattr(self._writer, "holding", False):
-            self._writer.holding = False
-            fcntl.flock(self._writer.descriptor, fcntl.LOCK_UN)
+        descriptor = getattr(self._holding, "descriptor", None)
+        if descriptor is not None:
+            self._holding.descriptor = None
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+            self._free.append(descriptor)
 
 
 def share_writer_lock(database: pw.Database) -> None:
-    """Make this process's SQLite writers queue on `<database>-writers.lock` (WalCheckpointer.start
-    does; nothing to do on PostgreSQL or in memory)."""
-    if isinstance(database, SharedWriterDatabase) and database.database not in ("", ":memory:"):
-        database.lock_path = f"{database.database}-writers.lock"
+    """Make this process's SQLite write transactions queue on `<database>-writers.lock`
+    (WalCheckpointer.start does; nothing to do on PostgreSQL or in memory). A lock file that cannot
+    be opened is logged, and the writers go on without it, as SQLite alone would have them."""
+    path = database.database if isinstance(database, SharedWriterDatabase) else ""
+    if not path or path == ":memory:" or path.startswith("file:") or database.lock_path:
+        return
+    lock_path = f"{path}-writers.lock"
+    try:
+        database._free.append(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError as error:
+        logging.getLogger("emissions.error").warning(
+            "the writer lock %s cannot be opened (%s): writers wait in SQLite's busy handler instead, "
+            "and the WAL checkpoint cannot hold them for its catch-up", lock_path, error.strerror or error)
+        return
+    database.lock_path = lock_path
 
 
 class WalCheckpointer:
@@ -201,7 +231,7 @@ class WalCheckpointer:
                 try:
                     self.checkpoint(connection)
                     failures.succeeded()
-                except sqlite3.Error as error:  # the next round tries again
+                except (sqlite3.Error, pw.PeeweeException, OSError) as error:  # the next round tries again
                     failures.failed(error)
         finally:
             connection.close()

@@ -65,7 +65,7 @@ def probe_write() -> str | None:
     try:
         if is_postgres():
             return "read-only" if run("SHOW transaction_read_only").fetchone()[0] == "on" else None
-        with db.atomic():  # a write transaction: with several workers it queues with theirs (workers.py)
+        with db.atomic():  # a write transaction: it queues with the others on the writer lock (db.py)
             version = int(run("PRAGMA user_version").fetchone()[0])
             run(f"PRAGMA user_version = {version}")
         return None

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+import peewee as pw
 import pytest
 import requests
 
@@ -474,6 +475,81 @@ def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(tmp_path,
     assert not writer.is_alive()
     assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 1
     os.close(other)
+    database.close()
+
+
+def test_writer_threads_share_the_lock_files_descriptors(tmp_path):
+    """A thread that writes once (a /healthz probe runs in a new thread each time) leaves no
+    descriptor behind: holders take one of the database's and give it back."""
+    import threading
+
+    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    share_writer_lock(database)
+    database.execute_sql("CREATE TABLE t (x)")
+
+    def write():
+        with database.atomic():
+            database.execute_sql("INSERT INTO t VALUES (1)")
+        database.close()
+
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_descriptors()
+    for _ in range(50):
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+    assert open_descriptors() <= before + 1
+    assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 50
+    database.close()
+
+
+def test_a_writer_that_waits_too_long_for_the_lock_gets_database_is_locked(tmp_path, monkeypatch):
+    import fcntl
+
+    from emissions import outages
+
+    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    share_writer_lock(database)
+    monkeypatch.setattr(database, "WAIT_SECONDS", 0.2)
+    database.execute_sql("CREATE TABLE t (x)")
+    stuck = os.open(database.lock_path, os.O_RDWR)  # another process's writer, stuck in its transaction
+    fcntl.flock(stuck, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(pw.OperationalError) as refused:
+            with database.atomic():
+                database.execute_sql("INSERT INTO t VALUES (1)")
+        assert outages.cause_of(refused.value) == "locked"  # a 503 with Retry-After, as SQLite's own
+    finally:
+        os.close(stuck)
+    with database.atomic():  # the lock is free again, and this thread holds nothing
+        database.execute_sql("INSERT INTO t VALUES (2)")
+    assert database.execute_sql("SELECT x FROM t").fetchall() == [(2,)]
+    database.close()
+
+
+def test_a_lock_file_that_cannot_be_opened_leaves_sqlite_as_it_comes(tmp_path):
+    path = tmp_path / "db.sqlite3"
+    (tmp_path / "db.sqlite3-writers.lock").mkdir()  # not a file one can open for writing
+    database = open_database(f"sqlite:///{path}")
+    share_writer_lock(database)
+    assert database.lock_path is None
+    with database.atomic():
+        database.execute_sql("CREATE TABLE t (x)")
+    database.close()
+
+
+def test_a_thread_holding_the_lock_cannot_take_it_again(tmp_path):
+    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    share_writer_lock(database)
+    with database.atomic():
+        database.execute_sql("CREATE TABLE t (x)")
+        with pytest.raises(RuntimeError, match="already holds the writer lock"):
+            with database.writers_held():
+                pass
+        database.execute_sql("INSERT INTO t VALUES (1)")
+    assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 1
     database.close()
 
 

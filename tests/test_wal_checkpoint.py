@@ -3,13 +3,15 @@ checkpointer's thread keeps the log bounded, also while writers go on committing
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
 import threading
+import time
 
 import pytest
 
-from emissions.db import WalCheckpointer, open_database, share_writer_lock
+from emissions.db import WalCheckpointer, open_database
 
 
 class SmallLimit(WalCheckpointer):
@@ -103,11 +105,12 @@ def log_pages(connection) -> int:
 def test_commits_during_a_checkpoint_are_caught_up_with_the_writers_held_and_the_log_starts_again(tmp_path, catch_up):
     path = tmp_path / "steady.sqlite3"
     database = open_database(f"sqlite:///{path}")
-    share_writer_lock(database)  # as every serving process
     database.execute_sql("CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT)")
     checkpointer = SmallLimit(database, interval=3600)
     checkpointer.CATCH_UP_PAGES = 100 if catch_up else 10**9
-    checkpointer.start()
+    assert database.lock_path is None
+    checkpointer.start()  # as serve starts it: its process's writers now queue on the lock file
+    assert database.lock_path == f"{path}-writers.lock"
     probe = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)
     connection = checkpointer.connect()
     try:
@@ -146,3 +149,33 @@ def test_stopped_after_its_connections_closed_it_opens_none_and_later_ones_check
     assert database.is_closed()
     assert database.execute_sql("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
     database.close()
+
+
+def test_a_failing_round_is_logged_and_the_thread_goes_on(tmp_path):
+    """A round that fails, on a full disk or when the writer lock cannot be taken (OSError), is
+    logged and the next round runs: the thread never dies and leaves the log unwatched."""
+    database = open_database(f"sqlite:///{tmp_path / 'failing.sqlite3'}")
+    rounds = []
+
+    class Failing(WalCheckpointer):
+        def checkpoint(self, connection):
+            rounds.append(1)
+            raise OSError(24, "Too many open files") if len(rounds) % 2 else sqlite3.OperationalError("disk is full")
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("emissions.error")
+    logger.addHandler(handler)
+    checkpointer = Failing(database, interval=0.01).start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(rounds) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(rounds) >= 4 and checkpointer._thread.is_alive()
+    finally:
+        checkpointer.stop()
+        logger.removeHandler(handler)
+        database.close()
+    first = records[0]
+    assert first.getMessage() == "WAL checkpoint failing" and isinstance(first.exc_info[1], OSError)
