@@ -21,7 +21,6 @@ import time
 import traceback
 from dataclasses import dataclass
 
-
 from . import db
 from .config import Config
 

@@ -446,7 +446,7 @@ def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
     database.close()
 
 
-@pytest.mark.parametrize("spin", [0.0, 60.0], ids=["asleep in flock", "spinning"])
+@pytest.mark.parametrize("spin", [0.0, 60.0], ids=["polling", "spinning"])
 def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(tmp_path, monkeypatch, spin):
     import fcntl
     import threading
