@@ -11,7 +11,7 @@ from typing import Callable, Iterator, NamedTuple
 import peewee as pw
 
 from . import store
-from .db import EXACT_SUM, db, is_postgres
+from .db import EXACT_SUM, db, exact_sum, is_postgres
 from .models import (ENVIRONMENTS, HUB, Calculation, Customer, CustomerPeriodRollup, CustomerRollup, Organization,
                      OrganizationPeriodRollup, ShipmentHub, customer_view)
 
@@ -413,10 +413,9 @@ def expected_organization_days(organization_id: int, environment: str) -> dict:
     """The organization's day rows as its customers' day rows add up (the database sums them):
     period key -> PeriodTotals."""
     p = CustomerPeriodRollup
-    total = pw.fn.SUM if is_postgres() else pw.fn.decimal_sum
     rows = (p.select(p.activity_date, p.mode, p.business_context, pw.fn.SUM(p.calculation_count).coerce(False),
-                     *(total(column).coerce(False) for column in (p.activity_tkm, p.emissions_kg,
-                                                                  p.emissions_ttw_kg, p.emissions_wtt_kg)))
+                     *(exact_sum(column) for column in (p.activity_tkm, p.emissions_kg,
+                                                        p.emissions_ttw_kg, p.emissions_wtt_kg)))
             .join(Customer, on=(p.customer == Customer.id))
             .where((Customer.organization == organization_id) & (p.environment == environment) & (p.span == "day"))
             .group_by(p.activity_date, p.mode, p.business_context).tuples())

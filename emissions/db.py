@@ -301,6 +301,12 @@ def decimal_add(left: str | None, right: str | None) -> str | None:
     return str(EXACT_SUM.add(Decimal(left), Decimal(right)))
 
 
+def exact_sum(column):
+    """SUM of an exact-decimal column, not converted back by the column's type: NUMERIC's own sum on
+    PostgreSQL, decimal_sum over the text decimals on SQLite."""
+    return (pw.fn.SUM(column) if is_postgres() else pw.fn.decimal_sum(column)).coerce(False)
+
+
 class DecimalSum:
     """decimal_sum(x) in SQLite's SQL: the exact sum of decimals kept as text (SUM would add floats)."""
 

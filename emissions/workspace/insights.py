@@ -23,7 +23,7 @@ from .. import limits
 from .. import periods
 from .. import statements
 from ..jsoncodec import decimal_text
-from ..db import EXACT_SUM, is_postgres
+from ..db import EXACT_SUM, exact_sum
 from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
                       Shipment, WebhookAttempt, WebhookEvent, isoformat, utcnow)
 
@@ -69,11 +69,10 @@ class Day:
 def activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
     """(activity day, mode, count, kgCO2e) from the organization's day rows (its customers' added up
     as they are written): a row per day, mode and business context, however many customers there are."""
-    total = pw.fn.SUM(OrganizationPeriodRollup.emissions_kg) if is_postgres() else pw.fn.decimal_sum(
-        OrganizationPeriodRollup.emissions_kg)
     rows = (OrganizationPeriodRollup
             .select(OrganizationPeriodRollup.activity_date, OrganizationPeriodRollup.mode,
-                    pw.fn.SUM(OrganizationPeriodRollup.calculation_count), total.coerce(False))
+                    pw.fn.SUM(OrganizationPeriodRollup.calculation_count),
+                    exact_sum(OrganizationPeriodRollup.emissions_kg))
             .where((OrganizationPeriodRollup.organization == organization_id)
                    & (OrganizationPeriodRollup.environment == environment) & (OrganizationPeriodRollup.span == "day")
                    & (OrganizationPeriodRollup.activity_date >= first)
