@@ -7,8 +7,9 @@
   Idempotency-Key apart needs; the stored ones are cut to match what calculations.fingerprint()
   now gives, so a replay of an earlier request still matches.
 
-Plain SQL, the same on SQLite and (never import models.py here). On SQLite (3.35 or later: DROP COLUMN) the rows shrink in place: a file already
-holding many calculations gets the space back for new pages, or at once with VACUUM.
+Plain SQL, the same on SQLite and PostgreSQL (never import models.py here). On SQLite (3.35 or
+later: DROP COLUMN) the rows shrink in place: a file already holding many calculations gets the
+space back for new pages, or at once with VACUUM.
 """
 import sqlite3
 
