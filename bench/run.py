@@ -21,6 +21,7 @@ import platform
 import re
 import resource
 import shutil
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -211,6 +212,13 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a running process, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def free_port() -> int:
+    """A loopback port free at this moment."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def http(method: str, url: str, headers: dict, body: bytes | None = None) -> tuple[int, dict]:

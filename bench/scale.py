@@ -44,10 +44,8 @@ import multiprocessing
 import os
 import platform
 import random
-import re
 import resource
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -68,6 +66,7 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.workspace import accounts, session
+import run  # beside this file: the benchmarks' shared helpers
 
 CUSTOMERS = 1000
 DAYS = 730
@@ -453,12 +452,6 @@ def pages(client: TestApp, cookie: str, one_id: str, repeat: int) -> dict:
     return result
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def http_get(port: int, path: str, request_headers: dict) -> float:
     """Milliseconds for one GET on a new connection, its body read; asserts a 200."""
     started = time.perf_counter()
@@ -471,19 +464,10 @@ def http_get(port: int, path: str, request_headers: dict) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """The CPU time (user and system) the process has used so far, where /proc tells it."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def served(database_url: str, key: str, cookie: str, ids: list[str], repeat: int) -> dict:
     """`emissions serve` on the database in a subprocess (its defaults: one serving thread on
     SQLite, the scheduler and checkpointer): start-up, and an API GET during an overview render."""
-    port = free_port()
+    port = run.free_port()
     environment = {**os.environ, "DATABASE_URL": database_url, "RATE_LIMIT_PER_SECOND": "1000000000",
                    "RATE_LIMIT_BURST": "1000000000", "LOG_REQUESTS": "false"}
     started = time.perf_counter()
@@ -499,9 +483,8 @@ def served(database_url: str, key: str, cookie: str, ids: list[str], repeat: int
                     raise RuntimeError("emissions serve stopped") from None
                 time.sleep(0.01)
         result = {"startup_seconds": round(time.perf_counter() - started, 2)}
-        cpu = process_cpu_seconds(server.pid)
-        if cpu is not None:  # what the start-up itself did, which other work on the machine does not inflate
-            result["startup_cpu_seconds"] = round(cpu, 2)
+        # What the start-up itself did, which other work on the machine does not inflate.
+        result["startup_cpu_seconds"] = round(run.cpu_seconds(server.pid), 2)
         api_headers = {"Authorization": f"Bearer {key}"}
         reads = iter(ids)
         result["served_get_alone_ms"] = timed(lambda: http_get(port, f"/v1/calculations/{next(reads)}", api_headers),

@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from emissions.db import bind  # noqa: E402
 from emissions.webhooks import endpoints as webhook_endpoints  # noqa: E402
 from emissions.webhooks import events as webhook_events  # noqa: E402
 from emissions.webhooks import signing as webhook_signing  # noqa: E402
+from run import free_port  # noqa: E402  beside this file: the benchmarks' shared helpers
 
 RESULTS = HERE / "results"
 
@@ -96,12 +96,6 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def percentile(values: list[float], fraction: float) -> float:
