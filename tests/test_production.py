@@ -769,7 +769,9 @@ def test_shutdown_answers_the_requests_queued_on_both_lanes(app):
     with server:
         for sender in senders:
             sender.start()
-        until(lambda: len(dispatcher.queue) == 1 and len(dispatcher.workspace.queue) == 1)
+        # Both counts, as a request is queued a moment before a thread takes it (queue 1, none active).
+        until(lambda: len(dispatcher.queue) == 1 and len(dispatcher.workspace.queue) == 1
+              and dispatcher.active_count == 1 and dispatcher.workspace.active_count == 1)
         assert dispatcher.active_count == 1 and dispatcher.workspace.active_count == 1
         opener.start()
     # LiveServer's exit drains and checks that no thread of either lane is left.
