@@ -295,9 +295,10 @@ def deliver_forever(database_url: str) -> None:
 def queue_due(organization_id: int, count: int) -> None:
     """`count` events due now for the organization's endpoint, written by the service's own statement."""
     for start in range(0, count, 1000):
-        with db.atomic():
-            for _ in range(start, min(start + 1000, count)):
-                store.insert_event(webhook_events.new_event(organization_id, "test", "calculation.failed", '{"n":1}'))
+        write = store.Write(organization_id, "test")
+        for _ in range(start, min(start + 1000, count)):
+            write.event(webhook_events.new_event(organization_id, "test", "calculation.failed", '{"n":1}'))
+        write.commit()
 
 
 def measure(client: TestApp, key: str, posts: int, database_url: str) -> dict:

@@ -18,7 +18,6 @@ from .webhooks import events as webhook_events
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
-from .db import db
 from .models import Factor, isoformat, new_id, utcnow
 
 SIX_PLACES = Decimal("0.000001")
@@ -200,6 +199,5 @@ def _fail(organization_id: int, environment: str, payload: dict, request_id: str
         "customer": {"reference": payload["customer_reference"]},
         "error": {"code": error.code, "message": error.message, "request_id": request_id},
     })
-    with db.atomic():
-        store.insert_event(webhook_events.new_event(organization_id, environment, "calculation.failed", data))
+    store.insert_event(webhook_events.new_event(organization_id, environment, "calculation.failed", data))
     raise error

@@ -24,7 +24,7 @@ from .webhooks import events as webhook_events
 from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
-from .db import EXACT_SUM, db
+from .db import EXACT_SUM
 from .models import HUB, Factor, Shipment, isoformat, new_id, utcnow
 
 TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
@@ -349,29 +349,28 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
     period = limits.period_of(chain.created_at)
     context, day = payload["business_context"], Shipment.activity_date.db_value(chain.activity_date)
     exact = Shipment.cargo_tonnes.db_value
-    days = store.OrganizationDays(chain.principal.organization_id, environment)
-    with db.atomic():
-        # First, so that a concurrent request with the same key stops here, on the unique index.
-        store.run(INSERT_SHIPMENT, (
-            chain.shipment_id, chain.principal.organization_id, environment, customer.id,
-            payload["external_reference"], chain.key, payload_fingerprint, context, day, exact(chain.tonnes),
-            len(elements), exact(totals["activity_tkm"]), exact(totals["emissions_kg"]),
-            exact(totals["emissions_ttw_kg"]), exact(totals["emissions_wtt_kg"]), chain.request_id, body,
-            Shipment.created_at.db_value(chain.created_at)))
-        for element in elements:
-            if element.leg is not None:
-                store.add_calculation(element.leg, test_capacity, period, days)
-                continue
-            ttw, wtt = element.parts or (None, None)
-            store.run(INSERT_HUB, (
-                chain.shipment_id, element.index, customer.id, environment, element.hub_type, context, day,
-                exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
-                element.factor.version, exact(element.factor.value)))
-            # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
-            store.count_in_rollups(customer.id, environment, HUB, context, element.activity, element.emissions,
-                                   chain.activity_date, element.parts, days)
-        days.write()
-        store.insert_event(event)
+    write = store.Write(chain.principal.organization_id, environment)
+    # First, so that a concurrent request with the same key stops here, on the unique index.
+    write.add(INSERT_SHIPMENT, (
+        chain.shipment_id, chain.principal.organization_id, environment, customer.id,
+        payload["external_reference"], chain.key, payload_fingerprint, context, day, exact(chain.tonnes),
+        len(elements), exact(totals["activity_tkm"]), exact(totals["emissions_kg"]),
+        exact(totals["emissions_ttw_kg"]), exact(totals["emissions_wtt_kg"]), chain.request_id, body,
+        Shipment.created_at.db_value(chain.created_at)))
+    for element in elements:
+        if element.leg is not None:
+            write.calculation(element.leg, test_capacity, period)
+            continue
+        ttw, wtt = element.parts or (None, None)
+        write.add(INSERT_HUB, (
+            chain.shipment_id, element.index, customer.id, environment, element.hub_type, context, day,
+            exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
+            element.factor.version, exact(element.factor.value)))
+        # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
+        write.rollups(customer.id, environment, HUB, context, element.activity, element.emissions,
+                      chain.activity_date, element.parts)
+    write.event(event)
+    write.commit()
 
 
 def _fail(principal: Principal, payload: dict, request_id: str, error: CalculationFailed):
@@ -382,9 +381,8 @@ def _fail(principal: Principal, payload: dict, request_id: str, error: Calculati
         "error": {"code": error.code, "message": error.message, "request_id": request_id,
                   "details": error.details},
     })
-    with db.atomic():
-        store.insert_event(webhook_events.new_event(principal.organization_id, principal.environment,
-                                              "shipment.failed", data))
+    store.insert_event(webhook_events.new_event(principal.organization_id, principal.environment, "shipment.failed",
+                                                data))
     raise error
 
 

@@ -12,7 +12,7 @@ import datetime as dt
 from collections import namedtuple
 from decimal import Decimal
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import peewee as pw
 
@@ -181,6 +181,70 @@ class CapacityUsedUp(Exception):
     """The organization's capacity for the month is used up: the calculation was not written."""
 
 
+class Write:
+    """One write transaction: its statements gathered in order, then sent by commit().
+
+    Everything a statement needs (a row's conversions, each upsert's parameters, the organization's
+    day rows) is worked out while they are gathered, before the transaction opens. So it lasts only
+    as long as the database takes to run them: on SQLite that is how long the writer lock every
+    serving process queues on is held (db.SharedWriterDatabase); on PostgreSQL, how long the rows
+    stay locked. A calculation, a shipment (its legs, hubs and rollups) and an outcome's event are
+    each one Write.
+    """
+
+    def __init__(self, organization_id: int, environment: str):
+        self._statements: list[tuple[str, Sequence, type[Exception] | None]] = []
+        self._days = OrganizationDays(organization_id, environment)
+        self._events: list[tuple[str, Sequence, None]] = []
+
+    def add(self, text: str, params: Sequence, refusal: type[Exception] | None = None) -> None:
+        """A statement with ? placeholders. With `refusal`, it must change one row, or commit()
+        raises refusal() and writes nothing."""
+        self._statements.append((statement(text), params, refusal))
+
+    def calculation(self, calculation: NewCalculation, test_capacity: int, period: str) -> None:
+        """A calculation's row, one more use of its organization's capacity for `period` (commit()
+        raises CapacityUsedUp when it is used up), and its rollups."""
+        c = calculation
+        row = list(c)
+        for index, to_database in _CONVERTED:
+            row[index] = to_database(row[index])
+        self.add(INSERT_CALCULATION, row)
+        # Counted after the insert: a concurrent request with the same key fails on the unique
+        # key above and becomes a replay, which capacity never blocks.
+        self.add(*consume(c.organization_id, c.environment, test_capacity, period), refusal=CapacityUsedUp)
+        parts = None if c.emissions_ttw_kg is None else (c.emissions_ttw_kg, c.emissions_wtt_kg)
+        self.rollups(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm, c.emissions_kg,
+                     c.activity_date, parts)
+
+    def rollups(self, customer_id: int, environment: str, mode: str, business_context: str, activity: Decimal,
+                emissions: Decimal, activity_date: dt.date, breakdown: tuple[Decimal, Decimal] | None) -> None:
+        """One calculation (or a shipment's hub, mode HUB) added to its customer's rollup row, its
+        activity day's and month's rows (analytics by period) and its organization's day row."""
+        self.add(*add_to_rollup(customer_id, environment, mode, business_context, activity, emissions, activity_date,
+                                breakdown))
+        self.add(*add_to_period_rollups(customer_id, environment, mode, business_context, activity, emissions,
+                                        activity_date, breakdown))
+        self._days.add(mode, business_context, activity, emissions, activity_date, breakdown)
+
+    def event(self, event) -> None:
+        """A webhooks.events.NewEvent, pending when an endpoint is enabled; sent last."""
+        stored_at = WebhookEvent.created_at.db_value(event.created_at)
+        self._events.append((statement(RECORD_EVENT), (
+            event.id, event.organization_id, event.environment, event.type, event.calculation_id, event.payload,
+            event.calculation_id, stored_at, stored_at, event.organization_id, event.environment), None))
+
+    def commit(self) -> None:
+        """Send the statements in one transaction: the statements in the order added, then the
+        organization's day rows, then the events. All or nothing."""
+        days = self._days.statement()
+        statements = [*self._statements, *([(*days, None)] if days else ()), *self._events]
+        with db.atomic():
+            for text, params, refusal in statements:
+                if db.execute_sql(text, params).rowcount != 1 and refusal is not None:
+                    raise refusal()
+
+
 def write_calculation(calculation: NewCalculation, test_capacity: int, period: str, event) -> None:
     """Write a calculation in one transaction: its row, one more use of the organization's
     capacity for `period`, its customer's rollup and period rollups, its organization's day row,
@@ -189,41 +253,10 @@ def write_calculation(calculation: NewCalculation, test_capacity: int, period: s
     Raises CapacityUsedUp (nothing written) when the capacity is used up, and Peewee's
     IntegrityError when a calculation with the same idempotency key was committed first.
     """
-    with db.atomic():
-        days = OrganizationDays(calculation.organization_id, calculation.environment)
-        add_calculation(calculation, test_capacity, period, days)
-        days.write()
-        insert_event(event)
-
-
-def add_calculation(calculation: NewCalculation, test_capacity: int, period: str, days: OrganizationDays) -> None:
-    """write_calculation() without its event, its organization's day row (added to `days`, written
-    by the caller) and its transaction: a shipment writes its legs so (call inside one)."""
-    c = calculation
-    row = list(c)
-    for index, to_database in _CONVERTED:
-        row[index] = to_database(row[index])
-    parts = None if c.emissions_ttw_kg is None else (c.emissions_ttw_kg, c.emissions_wtt_kg)
-    run(INSERT_CALCULATION, row)
-    # Counted after the insert: a concurrent request with the same key fails on the unique
-    # key above and becomes a replay, which capacity never blocks.
-    if run(*consume(c.organization_id, c.environment, test_capacity, period)).rowcount != 1:
-        raise CapacityUsedUp()
-    count_in_rollups(c.customer_id, c.environment, c.mode, c.business_context, c.activity_tkm, c.emissions_kg,
-                     c.activity_date, parts, days)
-
-
-def count_in_rollups(customer_id: int, environment: str, mode: str, business_context: str, activity: Decimal,
-                     emissions: Decimal, activity_date: dt.date, breakdown: tuple[Decimal, Decimal] | None,
-                     days: OrganizationDays) -> None:
-    """Add one calculation (or a shipment's hub, mode HUB) to its customer's rollup row and to its
-    activity day's and month's rows (analytics by period), and to its organization's day row in
-    `days` (written by days.write() before the transaction ends); call inside the write's transaction."""
-    run(*add_to_rollup(customer_id, environment, mode, business_context, activity, emissions, activity_date,
-                       breakdown))
-    run(*add_to_period_rollups(customer_id, environment, mode, business_context, activity, emissions, activity_date,
-                               breakdown))
-    days.add(mode, business_context, activity, emissions, activity_date, breakdown)
+    write = Write(calculation.organization_id, calculation.environment)
+    write.calculation(calculation, test_capacity, period)
+    write.event(event)
+    write.commit()
 
 
 # --- usage: one statement per billable calculation -----------------------------------------------
@@ -401,7 +434,7 @@ def _organization_days(rows: int, postgres: bool) -> str:
 
 class OrganizationDays:
     """What one write adds to its organization's day rows (organization_period_rollup), gathered as
-    count_in_rollups counts each calculation and hub, and written by write() in one upsert at the
+    Write.rollups counts each calculation and hub, and written in one upsert (statement()) at the
     end of the transaction, a row per (day, mode, business context) in key order.
 
     On PostgreSQL the rows are locked after everything else the write locks (its usage counter row
@@ -425,17 +458,17 @@ class OrganizationDays:
         for index, value in enumerate((activity, emissions, ttw, wtt), 1):
             row[index] = EXACT_SUM.add(row[index], value)
 
-    def write(self) -> None:
-        """The one statement adding the gathered rows (none when nothing was counted)."""
+    def statement(self) -> tuple[str, list] | None:
+        """The one statement adding the gathered rows, and its parameters (None when nothing was counted)."""
         if not self.rows:
-            return
+            return None
         decimal = OrganizationPeriodRollup.activity_tkm.db_value
         day = OrganizationPeriodRollup.activity_date.db_value
         params = []
         for (activity_date, mode, context), (count, *sums) in sorted(self.rows.items()):
             params += [self.organization_id, self.environment, day(activity_date), mode, context, count,
                        *(decimal(value) for value in sums)]
-        run(_organization_days(len(self.rows), is_postgres()), params)
+        return statement(_organization_days(len(self.rows), is_postgres())), params
 
 
 # --- webhook events (the outbox) ------------------------------------------------------------------
@@ -455,11 +488,10 @@ RECORD_EVENT = (
 
 
 def insert_event(event) -> None:
-    """Write a webhooks.events.NewEvent, pending when an endpoint is enabled; call in the outcome's transaction."""
-    stored_at = WebhookEvent.created_at.db_value(event.created_at)
-    run(RECORD_EVENT, (event.id, event.organization_id, event.environment, event.type, event.calculation_id,
-                       event.payload, event.calculation_id, stored_at, stored_at, event.organization_id,
-                       event.environment))
+    """Write a webhooks.events.NewEvent alone, in a transaction of its own (Write.event adds one to a write)."""
+    write = Write(event.organization_id, event.environment)
+    write.event(event)
+    write.commit()
 
 
 

@@ -1,6 +1,6 @@
 """Webhook events and their outbox rows: built with each outcome, listed, queued again and pruned.
 
-An event row is written in the outcome's own transaction (new_event, then store.insert_event); the
+An event row is written in the outcome's own transaction (new_event, then store.Write.event); the
 delivery worker (webhooks.delivery) sends it.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .endpoints import WebhookError, endpoint_for, endpoint_join
 
 
 class NewEvent(NamedTuple):
-    """An event ready to be written: new_event() builds it, store.insert_event() writes it."""
+    """An event ready to be written: new_event() builds it, store.Write.event() (or store.insert_event()) writes it."""
 
     id: str
     organization_id: int
