@@ -300,7 +300,7 @@ def settle(database: Path) -> None:
 
     Otherwise the service's checkpoint thread does it during the next scenarios, and a GET would
     be measured paying for the POSTs before it (the POST scenario itself paid for its own share:
-    the thread checkpoints every 0.1 s while it runs).
+    the thread checkpoints every 0.05 s while it runs).
     """
     with sqlite3.connect(database) as connection:
         connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
