@@ -102,7 +102,7 @@ def default_factor(leg: dict, distance: Decimal) -> str:
 
 
 # --- the statements a shipment sends, written by hand as store.py's are (the query builder would
-# cost more than the rest of the request); run through store.run ---------------------------------------
+# cost more than the rest of the request); the reads run through store.run, the inserts go into a store.Write
 
 # What the key already made, and the customer, in one statement (as store.LOOKUP is for a calculation).
 LOOKUP = (

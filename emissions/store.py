@@ -188,8 +188,9 @@ class Write:
     day rows) is worked out while they are gathered, before the transaction opens. So it lasts only
     as long as the database takes to run them: on SQLite that is how long the writer lock every
     serving process queues on is held (db.SharedWriterDatabase); on PostgreSQL, how long the rows
-    stay locked. A calculation, a shipment (its legs, hubs and rollups) and an outcome's event are
-    each one Write.
+    stay locked. A calculation and a shipment (its legs, hubs and rollups), each with its event, are
+    each one Write; so is a failed outcome's lone event. Inside an outer db.atomic() the Write is a
+    savepoint of it, and nothing is committed or let go before the outer block ends.
     """
 
     def __init__(self, organization_id: int, environment: str):
@@ -434,8 +435,8 @@ def _organization_days(rows: int, postgres: bool) -> str:
 
 class OrganizationDays:
     """What one write adds to its organization's day rows (organization_period_rollup), gathered as
-    Write.rollups counts each calculation and hub, and written in one upsert (statement()) at the
-    end of the transaction, a row per (day, mode, business context) in key order.
+    Write.rollups counts each calculation and hub, and written in one upsert (statement()) after the
+    write's other rows and before its events, a row per (day, mode, business context) in key order.
 
     On PostgreSQL the rows are locked after everything else the write locks (its usage counter row
     first of all, which already queues the organization's writers of the month), and in one order:

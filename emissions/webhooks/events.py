@@ -45,7 +45,7 @@ def new_event(organization_id: int, environment: str, event_type: str, data_json
 
 def record_event(organization_id: int, environment: str, event_type: str, data_json: str) -> WebhookEvent:
     """new_event and store.insert_event in one call, returning the row (for tools and tests;
-    calculations build the event before their transaction and insert it inside)."""
+    a calculation adds its event to its own store.Write)."""
     event = new_event(organization_id, environment, event_type, data_json)
     store.insert_event(event)
     return WebhookEvent.get_by_id(event.id)
