@@ -107,7 +107,7 @@ class SharedWriterDatabase(pw.SqliteDatabase):
         try:
             descriptor = self._free.pop()
         except IndexError:
-            descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            descriptor = _open_lock(self.lock_path)
         try:
             self._take(descriptor)
         except BaseException:
@@ -140,6 +140,11 @@ class SharedWriterDatabase(pw.SqliteDatabase):
             self._free.append(descriptor)
 
 
+def _open_lock(lock_path: str) -> int:
+    """A descriptor of the writer lock file (created private), not inherited by a child process."""
+    return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
 def share_writer_lock(database: pw.Database) -> None:
     """Make this process's SQLite write transactions queue on `<database>-writers.lock`
     (WalCheckpointer.start does; nothing to do on PostgreSQL or in memory). A lock file that cannot
@@ -149,7 +154,7 @@ def share_writer_lock(database: pw.Database) -> None:
         return
     lock_path = f"{path}-writers.lock"
     try:
-        database._free.append(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        database._free.append(_open_lock(lock_path))
     except OSError as error:
         logging.getLogger("emissions.error").warning(
             "the writer lock %s cannot be opened (%s): writers wait in SQLite's busy handler instead, "
