@@ -409,12 +409,19 @@ def test_a_worker_that_keeps_dying_stops_the_others_and_the_parent_fails(tmp_pat
         assert not Path(f"/proc/{second}").exists()
 
 
-def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
-    import fcntl
-    import threading
-
+@pytest.fixture
+def database(tmp_path):
+    """A SQLite database whose writers queue on its lock file, as WalCheckpointer.start makes each
+    serving process's (share_writer_lock)."""
     database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
-    share_writer_lock(database)  # as serve does in each process
+    share_writer_lock(database)
+    yield database
+    database.close()
+
+
+def test_the_workers_writers_hold_the_file_lock_one_at_a_time(database, tmp_path):
+    import fcntl
+
     assert database.lock_path == str(tmp_path / "db.sqlite3-writers.lock")
     probe = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)  # as another worker's
     held = []
@@ -443,16 +450,12 @@ def test_the_workers_writers_hold_the_file_lock_one_at_a_time(tmp_path):
     try_lock()
     assert held == [True, False, True, False, True, False]
     os.close(probe)
-    database.close()
 
 
 @pytest.mark.parametrize("spin", [0.0, 60.0], ids=["polling", "spinning"])
-def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(tmp_path, monkeypatch, spin):
+def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(database, monkeypatch, spin):
     import fcntl
-    import threading
 
-    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
-    share_writer_lock(database)
     monkeypatch.setattr(database, "SPIN_SECONDS", spin)
     database.execute_sql("CREATE TABLE t (x)")
     other = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)  # another worker's
@@ -475,16 +478,11 @@ def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(tmp_path,
     assert not writer.is_alive()
     assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 1
     os.close(other)
-    database.close()
 
 
-def test_writer_threads_share_the_lock_files_descriptors(tmp_path):
+def test_writer_threads_share_the_lock_files_descriptors(database):
     """A thread that writes once (a /healthz probe runs in a new thread each time) leaves no
     descriptor behind: holders take one of the database's and give it back."""
-    import threading
-
-    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
-    share_writer_lock(database)
     database.execute_sql("CREATE TABLE t (x)")
 
     def write():
@@ -502,16 +500,13 @@ def test_writer_threads_share_the_lock_files_descriptors(tmp_path):
         thread.join()
     assert open_descriptors() <= before + 1
     assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 50
-    database.close()
 
 
-def test_a_writer_that_waits_too_long_for_the_lock_gets_database_is_locked(tmp_path, monkeypatch):
+def test_a_writer_that_waits_too_long_for_the_lock_gets_database_is_locked(database, monkeypatch):
     import fcntl
 
     from emissions import outages
 
-    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
-    share_writer_lock(database)
     monkeypatch.setattr(database, "WAIT_SECONDS", 0.2)
     database.execute_sql("CREATE TABLE t (x)")
     stuck = os.open(database.lock_path, os.O_RDWR)  # another process's writer, stuck in its transaction
@@ -526,7 +521,6 @@ def test_a_writer_that_waits_too_long_for_the_lock_gets_database_is_locked(tmp_p
     with database.atomic():  # the lock is free again, and this thread holds nothing
         database.execute_sql("INSERT INTO t VALUES (2)")
     assert database.execute_sql("SELECT x FROM t").fetchall() == [(2,)]
-    database.close()
 
 
 def test_a_lock_file_that_cannot_be_opened_leaves_sqlite_as_it_comes(tmp_path):
@@ -540,9 +534,7 @@ def test_a_lock_file_that_cannot_be_opened_leaves_sqlite_as_it_comes(tmp_path):
     database.close()
 
 
-def test_a_thread_holding_the_lock_cannot_take_it_again(tmp_path):
-    database = open_database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
-    share_writer_lock(database)
+def test_a_thread_holding_the_lock_cannot_take_it_again(database):
     with database.atomic():
         database.execute_sql("CREATE TABLE t (x)")
         with pytest.raises(RuntimeError, match="already holds the writer lock"):
@@ -550,7 +542,6 @@ def test_a_thread_holding_the_lock_cannot_take_it_again(tmp_path):
                 pass
         database.execute_sql("INSERT INTO t VALUES (1)")
     assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 1
-    database.close()
 
 
 def test_each_worker_takes_its_share_of_the_rate_limit():
