@@ -23,6 +23,7 @@ from . import analytics
 from . import audit
 from . import auth
 from . import backup
+from . import clock
 from . import customers
 from . import factor_files
 from . import factors
@@ -169,7 +170,7 @@ def cmd_key_revoke(args, config):
 
 def cmd_key_list(args, config):
     org = organization(args.org)
-    now = models.utcnow()
+    now = clock.now()
     listed = [{**key.to_dict(), "status": keys.status(key, now)} for key in keys.of_organization(org)]
     emit(args, {"keys": listed}, "\n".join(
         f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{k['name'] or '-'}\t{','.join(k['scopes'])}\t"
@@ -714,7 +715,7 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
         "origin": {"code": "GBLON", "label": "London", "country": "GB"},
         "destination": {"code": "GBMNC", "label": "Manchester", "country": "GB"},
         "cargo": {"value": 12.5, "unit": "tonne"}, "distance": {"value": 320, "unit": "km"},
-        "activity_date": dt.date.today().isoformat(),
+        "activity_date": clock.today().isoformat(),
         "factor_reference": QUICKSTART_FACTOR}, separators=(",", ":"))
     return (f"curl -sS -X POST {base_url(host, port)}/v1/emissions/logistics \\\n"
             f"  -H 'Authorization: Bearer {key}' \\\n"

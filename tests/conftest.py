@@ -25,6 +25,7 @@ from webtest import TestApp
 
 from emissions import auth
 from emissions import cli
+from emissions import clock
 from emissions import factors
 from emissions import migrations
 from emissions import db as db_setup
@@ -189,6 +190,13 @@ def pytest_xdist_make_scheduler(config, log):
             return shared_setup(nodeid)
 
     return SharedSetupScheduling(config, log)
+
+
+@pytest.fixture
+def fixed_clock() -> Iterator:
+    """Pins the service's one clock: call it with a moment (or a date); it runs again after the test."""
+    yield clock.set_to
+    clock.set_to(None)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from decimal import Decimal
 
 import peewee as pw
 
+from .. import clock
 from .. import csvfile
 from .. import jsoncodec
 from .. import limits
@@ -25,7 +26,7 @@ from .. import statements
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, exact_sum
 from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
-                      Shipment, WebhookAttempt, WebhookEvent, isoformat, utcnow)
+                      Shipment, WebhookAttempt, WebhookEvent, isoformat)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000
@@ -55,7 +56,7 @@ class Usage:
 
 def usage(organization: Organization, test_default: int, now: dt.datetime | None = None) -> list[Usage]:
     """This month's billable calculations against capacity, per environment."""
-    counts = limits.usage(organization, limits.period_of(now or utcnow()))
+    counts = limits.usage(organization, limits.period_of(now or clock.now()))
     return [Usage(env, counts[env], limits.capacity_for(organization, env, test_default)) for env in ("test", "live")]
 
 
@@ -109,7 +110,7 @@ def emissions_by_activity(organization_id: int, environment: str, first: dt.date
 def daily_by_activity(organization_id: int, environment: str, days: int = 30,
                       now: dt.datetime | None = None, rows: list | None = None) -> list[Day]:
     """Calculations and kgCO2e per activity day for the last `days` days (today included), zeros too."""
-    today = (now or utcnow()).date()
+    today = (now or clock.now()).date()
     first = today - dt.timedelta(days=days - 1)
     found: dict[dt.date, list] = {}
     for day, mode, calculations, kg in _within(rows, organization_id, environment, first, today):
@@ -367,7 +368,6 @@ def co2e_text(kg) -> str:
 PERIOD_CHOICES = (("this-month", "This month"), ("last-month", "Last month"), ("this-quarter", "This quarter"),
                   ("last-quarter", "Last quarter"), ("this-year", "This year"), ("last-year", "Last year"),
                   ("all", "All time"), ("custom", "Custom"))
-clock = utcnow  # the picker's "today" (tests set a fixed one)
 
 
 @dataclass
@@ -417,7 +417,7 @@ def period_dates(choice: str, today: dt.date) -> tuple[dt.date | None, dt.date |
 
 def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None = None) -> tuple[Period, list[str]]:
     """The period the page's query asks for (this month by default) and what is wrong with it."""
-    today = today or clock().date()
+    today = today or clock.today()
     if (from_text or to_text) and choice in ("", "custom"):
         choice = "custom"
     elif choice != "custom":  # a named period leaves the custom dates of the form unused

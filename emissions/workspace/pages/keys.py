@@ -5,7 +5,8 @@ import datetime as dt
 
 from ... import customers
 from ... import keys
-from ...models import SCOPES, utcnow
+from ... import clock
+from ...models import SCOPES
 from .. import insights
 from ..accounts import Session
 from ..rendering import redirect, render
@@ -20,7 +21,7 @@ class KeyPages(Pages):
                   shown: dict | None = None):
         listed = keys.of_organization(session.organization, session.environment, newest_first=True)
         return render("keys", status, title="API keys", keys=listed, scopes=SCOPES, error=error,
-                      form=form or {"scopes": list(SCOPES[:2])}, shown=shown, now=utcnow(),
+                      form=form or {"scopes": list(SCOPES[:2])}, shown=shown, now=clock.now(),
                       **self.chrome(session, "keys"))
 
     @signed_in
@@ -43,7 +44,7 @@ class KeyPages(Pages):
         if kept["expires_on"]:
             # YYYY-MM-DD only: fromisoformat also takes 20260101 and the week form 2026W011.
             day = insights.parse_date(kept["expires_on"])
-            if day is None or day <= utcnow().date():
+            if day is None or day <= clock.today():
                 return self.keys_page(error="The expiry date must be a date after today, as YYYY-MM-DD.",
                                       status=400, form=kept)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ...models import utcnow
+from ... import clock
 from ...webhooks import endpoints as webhook_endpoints
 from .. import chart
 from .. import insights
@@ -18,7 +18,7 @@ class OverviewPages(Pages):
     @signed_in
     def overview(self, session: Session):
         org, environment = session.organization, session.environment
-        now = utcnow()
+        now = clock.now()
         first, last = insights.period_dates("this-month", now.date())
         # One read of the day rollups for both: this month, and the chart's last 30 days.
         chart_first = now.date() - dt.timedelta(days=29)
