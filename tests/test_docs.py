@@ -217,7 +217,8 @@ def sandbox(tmp_path):
         text = output_until_serving(process)
         key = re.search(r"Test API key \(shown once\): (\S+)", text)
         assert key, process.stderr.read() if process.poll() is not None else text
-        yield {"checkout": checkout, "env": {**environment, "KEY": key.group(1), "BASE": f"http://127.0.0.1:{port}"}}
+        yield {"checkout": checkout, "env": {**environment, "KEY": key.group(1), "BASE": f"http://127.0.0.1:{port}"},
+               "curl": text.split("Try it from another terminal:\n\n", 1)[1].split("\n\n", 1)[0]}
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         out, err = process.communicate(timeout=60)
@@ -256,6 +257,23 @@ def test_the_install_command_starts_a_sandbox_on_which_the_tour_works_as_written
     assert totals["activity"] == {"value": 4000, "unit": "tkm"}
     assert totals["emissions"] == {"value": 500.88, "unit": "kgCO2e",
                                    "breakdown": {"ttw": 406.52, "wtt": 94.36, "unattributed": 0}}
+
+    # The period example (issue 37): with the quickstart's own line sent too (dated the day it runs), the
+    # README's quarter counts tour-1 alone, on any date; the statement of that period says the same.
+    assert json.loads(run(sandbox["curl"], sandbox))["status"] == "succeeded"
+    tour = section("Five-minute tour")
+    period = re.search(r"Add `(\?from=\d{4}-\d{2}-\d{2}&to=\d{4}-\d{2}-\d{2})`", tour).group(1)
+    assert re.search(r"counts\s+`tour-1` alone", tour)
+    url = "$BASE/v1/customers/demo-customer/emissions"
+    assert f'"{url}"' in analytics
+    quarter = json.loads(run(analytics.replace(url, url + period), sandbox))["analytics"]
+    assert quarter["calculation_count"] == 1 and quarter["emissions"]["value"] == 500.88
+    assert quarter["first_activity_date"] == calculation["activity_date"] == quarter["last_activity_date"]
+    statement = json.loads(run(analytics.replace(url, url.replace("/emissions", "/statement") + period), sandbox))
+    assert statement["totals"]["calculation_count"] == 1 and statement["first_activity_date"] == "2026-01-15"
+    assert "`?external_reference=tour-1` finds" in tour
+    listed = json.loads(run(analytics.replace(url, "$BASE/v1/calculations?external_reference=tour-1"), sandbox))
+    assert [found["id"] for found in listed["data"]] == [calculation["id"]]
 
     run(sign_up, sandbox)
     email = re.search(r"--email (\S+)", sign_up).group(1)
