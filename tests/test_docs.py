@@ -290,3 +290,44 @@ def test_the_install_command_starts_a_sandbox_on_which_the_tour_works_as_written
         signed_in = browser.get(f"{base}/workspace/login/wait", timeout=30)
     assert signed_in.status_code == 200 and signed_in.url.endswith("/workspace")
     assert "Revoke" in browser.get(f"{base}/workspace/keys", timeout=30).text  # the quickstart's key, listed
+
+
+# --- code names in the documents ---------------------------------------------------------------------
+
+CODE_NAME = re.compile(r"`((?:emissions\.)?[a-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
+FILE_NAME = re.compile(r"\.(py|pyz|tpl|md|json|csv|sqlite3|lock)$")
+
+
+def missing_code_names(text: str) -> list[str]:
+    """The `module.name` a document quotes whose module is the package's and whose name it lacks."""
+    import importlib
+
+    modules: dict[str, str] = {}  # a module's or package's last name: its dotted name, the shallowest one
+    for path in sorted((ROOT / "emissions").rglob("*.py"), key=lambda path: len(path.parts), reverse=True):
+        dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[dotted.rsplit(".", 1)[-1]] = dotted
+    missing = []
+    for name in CODE_NAME.findall(text):
+        if FILE_NAME.search(name):
+            continue
+        parts = name.removeprefix("emissions.").split(".")
+        if parts[0] not in modules:
+            continue  # a field, an event type, a host: not a module of the package
+        target = importlib.import_module(modules[parts[0]])
+        for attribute in parts[1:]:
+            if not hasattr(target, attribute):
+                missing.append(name)
+                break
+            target = getattr(target, attribute)
+    return missing
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_code_name_the_documents_quote_exists(document):
+    assert missing_code_names((ROOT / document).read_text()) == []
+
+
+def test_the_code_name_check_finds_what_it_looks_for():
+    assert missing_code_names("`store.Write`, `emissions.db.SQLITE_PRAGMAS`, `cargo.value`, `emissions.pyz`") == []
+    assert missing_code_names("`calculations._no_such_function` and `server.NoSuchClass.method`") == [
+        "calculations._no_such_function", "server.NoSuchClass.method"]
