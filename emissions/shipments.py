@@ -268,6 +268,9 @@ class Chain:
         references = {index: element.get("factor_reference") or default_factor(element, found_distances[index].value)
                       for index, element in enumerate(elements)}
         active = _active_factors(self.principal.organization_id, set(references.values()))
+        # Lists read newest first, then by id descending: the legs' ids, made descending in chain order,
+        # list a shipment's legs together and in chain order at the moment they share.
+        leg_ids = iter(sorted((new_id() for element in elements if element["type"] == "leg"), reverse=True))
         worked = []
         for index, element in enumerate(elements):
             factor = active.get(references[index])
@@ -277,19 +280,19 @@ class Chain:
                                                                    "message": "names no active factor"}])
             if element["type"] == "leg":
                 worked.append(self._leg(index, element, found_distances[index], factor,
-                                        "factor_reference" not in element))
+                                        "factor_reference" not in element, next(leg_ids)))
             else:
                 worked.append(self._hub(index, element, factor))
         return worked
 
-    def _leg(self, index: int, leg: dict, distance: distances.Distance, factor: Factor, by_default: bool) -> Element:
+    def _leg(self, index: int, leg: dict, distance: distances.Distance, factor: Factor, by_default: bool,
+             calculation_id: str) -> Element:
         reason = factor.applies_to(leg["mode"], self.activity_date)
         if reason is not None:
             raise _failure(index, reason)
         activity, emissions = compute(self.tonnes, distance.value, factor.value)
         _refuse_zero(index, activity, emissions)
         parts = factors.breakdown(activity, emissions, factor.ttw_value)
-        calculation_id = new_id()
         leg_payload = {"external_reference": self.payload["external_reference"],
                        "customer_reference": self.payload["customer_reference"], "mode": leg["mode"],
                        "activity_date": self.payload["activity_date"], "origin": v1_place(leg["origin"]),
