@@ -209,3 +209,23 @@ def test_the_statement_csv_groups_leg_rows_by_lane_with_codes_and_countries(clie
     assert lanes == {("CNSHA", "GBFXT")}
     single = [row for row in rows if not row["shipment_id"]]
     assert len(single) == 2 and all(row["calculation_id"] for row in single)
+
+
+@pytest.mark.on_both
+def test_a_leg_stored_before_codes_were_kept_reads_as_before(client, acme, november, emissions, tmp_path):
+    from emissions.models import Calculation
+
+    sea = next(element for element in november[0]["elements"] if element.get("mode") == "SEA")
+    stored = Calculation.get_by_id(sea["calculation_id"])
+    body = jsoncodec.loads(stored.body)
+    body["origin"], body["destination"] = {"label": "Shanghai"}, {"label": "Felixstowe"}  # as legs were stored
+    Calculation.update(body=jsoncodec.dumps(body)).where(Calculation.id == stored.id).execute()
+    response = client.get(f"/v1/calculations/{stored.id}", headers=acme.headers())
+    check_response(response, "/calculations/{id}", "get")
+    assert response.json["origin"] == {"label": "Shanghai"}
+    path = tmp_path / "november.csv"
+    emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1", "--from", NOVEMBER[0],
+              "--to", NOVEMBER[1], "--format", "csv", "--output", path)
+    [row] = [row for row in csv.DictReader(io.StringIO(path.read_text())) if row["calculation_id"] == stored.id]
+    assert (row["origin_code"], row["origin_label"], row["origin_country"], row["destination_label"]) == (
+        "", "Shanghai", "", "Felixstowe")
