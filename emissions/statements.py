@@ -2,7 +2,8 @@
 
 The totals, by mode and by month come from the period analytics (periods.py), so the API, the CLI and
 the statement agree to the last decimal; the factor versions used are counted from the period's
-calculations, and the CSV lists those calculations one per row.
+calculations and shipment hubs, and the CSV lists those calculations and hubs one per row, so that
+every output adds up to its own totals.
 """
 from __future__ import annotations
 
@@ -67,17 +68,17 @@ def factors_used(customer_id: int, start: dt.date | None, end: dt.date | None) -
 def shipment_counts(customer_id: int, start: dt.date | None, end: dt.date | None) -> tuple[int, int]:
     """(shipments, their legs) of the customer with an activity date in start..end: a shipment's legs are
     its elements less its hubs, and every leg has its shipment's activity date."""
-    shipments, elements = (Shipment.select(pw.fn.COUNT(Shipment.id), pw.fn.SUM(Shipment.element_count))
-                           .where(_in_period(Shipment, customer_id, start, end)).tuples().get())
+    shipment_count, elements = (Shipment.select(pw.fn.COUNT(Shipment.id), pw.fn.SUM(Shipment.element_count))
+                                .where(_in_period(Shipment, customer_id, start, end)).tuples().get())
     hubs = ShipmentHub.select().where(_in_period(ShipmentHub, customer_id, start, end)).count()
-    return shipments, int(elements or 0) - hubs
+    return shipment_count, int(elements or 0) - hubs
 
 
 def counts(customer_id: int, calculation_count: int, start: dt.date | None, end: dt.date | None) -> dict:
     """What a person counts: shipments, and the calculations made one by one (calculation_count less the
     shipments' legs), beside calculation_count, which counts each leg as a calculation."""
-    shipments, legs = shipment_counts(customer_id, start, end)
-    return {"shipment_count": shipments, "single_calculation_count": calculation_count - legs}
+    shipment_count, legs = shipment_counts(customer_id, start, end)
+    return {"shipment_count": shipment_count, "single_calculation_count": calculation_count - legs}
 
 
 def statement(organization_id: int, environment: str, reference: str, start: dt.date | None = None,
