@@ -239,7 +239,8 @@ def as_html(found: dict) -> str:
     def aggregate_row(name: str, totals: dict) -> list:
         emissions = totals["emissions"]
         return [name, totals["calculation_count"], number(totals["activity"]["value"]), number(emissions["value"]),
-                number(emissions["breakdown"]["ttw"]), number(emissions["breakdown"]["wtt"])]
+                number(emissions["breakdown"]["ttw"]), number(emissions["breakdown"]["wtt"]),
+                number(emissions["breakdown"]["unattributed"])]
 
     def hubs_row() -> list[list]:
         """The hubs' row below the modes: no calculations and no tkm, so every column still adds up."""
@@ -249,14 +250,14 @@ def as_html(found: dict) -> str:
         emissions = hubs["emissions"]
         return [[f"Hubs ({hubs['count']}, {number(hubs['activity']['value'])} t handled)", "", "",
                  number(emissions["value"]), number(emissions["breakdown"]["ttw"]),
-                 number(emissions["breakdown"]["wtt"])]]
+                 number(emissions["breakdown"]["wtt"]), number(emissions["breakdown"]["unattributed"])]]
 
     def used_by(factor: dict) -> list:
         return [factor["calculation_count"] or ("" if factor.get("hub_count") else 0), factor.get("hub_count", "")]
 
     period = found["period"]
     totals = found["totals"]
-    columns = ["", "calculations", "tkm", "kgCO2e", "TTW kgCO2e", "WTT kgCO2e"]
+    columns = ["", "calculations", "tkm", "kgCO2e", "TTW kgCO2e", "WTT kgCO2e", "not split kgCO2e"]
     customer = found["customer"]
     counts = [totals["shipment_count"], totals["single_calculation_count"], totals["calculation_count"],
               found["hubs"]["count"] if "hubs" in found else 0]
@@ -273,7 +274,8 @@ def as_html(found: dict) -> str:
         f"<p>Intensity: {number(totals['intensity']['value'])} kgCO2e/tkm</p>",
         table(["", "shipments", "single calculations", "calculations", "hubs"], [["Count", *counts]]),
         "<p>Calculations count each leg of a shipment and each single calculation; a hub is no calculation, "
-        "its emissions are in its own row.</p>",
+        "its emissions are in its own row. TTW, WTT and not split (emissions whose factor gives only the "
+        "well-to-wheel total) add up to kgCO2e.</p>",
         "<h2>By mode</h2>", table(columns, [aggregate_row(mode, t) for mode, t in found["by_mode"].items()]
                                   + hubs_row()),
         "<h2>By month</h2>", table(columns, [aggregate_row(m["month"], m) for m in found["by_month"]]),

@@ -127,8 +127,11 @@ def test_every_statement_output_adds_up_to_its_totals_with_the_hubs(client, acme
     [total] = columns(total_table[1:], total_table[0])
     for table in (mode_table, month_table):
         listed = columns(table[1:], table[0])
-        for column in ("calculations", "tkm", "kgCO2e", "TTW kgCO2e", "WTT kgCO2e"):
+        for column in ("calculations", "tkm", "kgCO2e", "TTW kgCO2e", "WTT kgCO2e", "not split kgCO2e"):
             assert sum(decimal(row[column][0]) for row in listed) == decimal(total[column][0]), column
+        for row in listed + [total]:
+            assert sum(decimal(row[part][0]) for part in ("TTW kgCO2e", "WTT kgCO2e", "not split kgCO2e")) == \
+                decimal(row["kgCO2e"][0])
     assert [row[""][0] for row in columns(mode_table[1:], mode_table[0])] == [
         "ROAD", "SEA", "Hubs (6, 120 t handled)"]
     assert decimal(total["kgCO2e"][0]) == emissions_total
