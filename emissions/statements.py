@@ -78,7 +78,7 @@ def counts(customer_id: int, calculation_count: int, start: dt.date | None, end:
     """What a person counts: shipments, and the calculations made one by one (calculation_count less the
     shipments' legs), beside calculation_count, which counts each leg as a calculation."""
     shipment_count, legs = shipment_counts(customer_id, start, end)
-    return {"shipment_count": shipment_count, "single_calculation_count": calculation_count - legs}
+    return {"shipment_count": int(shipment_count), "single_calculation_count": int(calculation_count) - legs}
 
 
 def statement(organization_id: int, environment: str, reference: str, start: dt.date | None = None,

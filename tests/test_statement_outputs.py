@@ -156,10 +156,15 @@ def test_every_statement_output_adds_up_to_its_totals_with_the_hubs(client, acme
 
 @pytest.mark.on_both
 def test_statements_and_the_customer_page_count_shipments_and_single_calculations_apart(client, acme, november,
-                                                                                       emissions):
+                                                                                       emissions, tmp_path):
     totals = statement_json(client, acme)["totals"]
     assert (totals["shipment_count"], totals["single_calculation_count"], totals["calculation_count"]) == (3, 2, 11)
 
+    status, out, _ = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
+                               "--from", NOVEMBER[0], "--to", NOVEMBER[1], "--format", "csv", "--output",
+                               tmp_path / "november.csv", "--json")
+    assert status == 0 and {name: value for name, value in jsoncodec.loads(out).items() if "count" in name} == {
+        "calculation_count": 11, "shipment_count": 3, "single_calculation_count": 2}
     status, page, _ = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
                                 "--from", NOVEMBER[0], "--to", NOVEMBER[1], "--format", "html")
     count_table = Tables(page).tables[1][1]
