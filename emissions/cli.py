@@ -506,7 +506,9 @@ def cmd_statement(args, config):
     with open(args.output, "w", encoding="utf-8", newline="") as out:
         out.write(content)
     emit(args, {"output": args.output, "format": args.format, "customer": args.customer, "period": found["period"],
-                "calculation_count": int(found["totals"]["calculation_count"])},
+                "calculation_count": int(found["totals"]["calculation_count"]),
+                "shipment_count": found["totals"]["shipment_count"],
+                "single_calculation_count": found["totals"]["single_calculation_count"]},
          f"wrote the {args.format} statement of {args.customer} to {args.output}")
     return 0
 

@@ -12,6 +12,7 @@ from emissions import customers, factor_files, factors, jsoncodec, models
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
 from tests.conftest import LiveServer, make_customer, make_factor, make_org
 from tests.test_idempotency import race
+from tests.test_openapi import check_response
 
 SIX = Decimal("0.000001")
 TERMINAL = "felixstowe-container-terminal"
@@ -470,3 +471,77 @@ def test_a_statement_counts_the_hubs_so_that_its_parts_add_up_to_its_totals(clie
         == Decimal(str(statement["totals"]["emissions"]["value"]))
     terminal = [factor for factor in statement["factors"] if factor["reference"] == TERMINAL]
     assert terminal and terminal[0]["hub_count"] == 1 and terminal[0]["calculation_count"] == 0
+
+
+@pytest.mark.on_both
+def test_a_legs_calculation_keeps_the_place_codes_and_their_countries(client, acme, library):
+    body = worked_example(elements=[
+        {"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA", "label": "Shanghai"},
+         "destination": {"locode": "gb fxt"}},
+        {"type": "leg", "mode": "ROAD", "origin": {"code": "GBFXT", "label": "Felixstowe"},
+         "destination": {"iata": "MAN"}, "distance": {"value": 150, "unit": "km"}},
+        {"type": "leg", "mode": "AIR", "origin": {"iata": "man"}, "destination": {"iata": "JFK", "country": "us"}},
+        {"type": "leg", "mode": "ROAD", "origin": {"iata": "JFK"},
+         "destination": {"latitude": 40.7, "longitude": -74.0}, "distance": {"value": 30, "unit": "km"}}])
+    answer = exact(post(client, acme, body, status=201))
+    places = [(calculation["origin"], calculation["destination"]) for calculation in (
+        exact(client.get(f"/v1/calculations/{element['calculation_id']}", headers=acme.headers()))
+        for element in answer["elements"])]
+    assert places == [
+        ({"code": "CNSHA", "label": "Shanghai", "country": "CN"}, {"code": "GBFXT", "country": "GB"}),
+        ({"code": "GBFXT", "label": "Felixstowe"}, {"code": "MAN", "country": "GB"}),
+        ({"code": "MAN", "country": "GB"}, {"code": "JFK", "country": "US"}),
+        ({"code": "JFK", "country": "US"}, {"label": "40.700000,-74.000000"})]
+    # The shipment's own answer keeps the places as they were sent.
+    assert answer["elements"][0]["origin"] == {"locode": "CNSHA", "label": "Shanghai"}
+
+
+def chain_with_a_gap(**overrides) -> dict:
+    """Shanghai to Rotterdam by sea, then a truck from Felixstowe: the crossing to Felixstowe is missing."""
+    return worked_example(elements=[
+        {"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA"}, "destination": {"locode": "NLRTM"}},
+        {"type": "leg", "mode": "ROAD", "origin": {"locode": "GBFXT"}, "destination": {"label": "Trafford Park"},
+         "distance": {"value": 372.4, "unit": "km"}}], **overrides)
+
+
+@pytest.mark.on_both
+def test_a_chain_with_a_gap_is_a_422_naming_both_ends(client, acme, library):
+    response = post(client, acme, chain_with_a_gap(), status=422)
+    check_response(response, "/shipments", "POST")
+    error = response.json["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert [detail["field"] for detail in error["details"]] == ["elements[1].origin", "elements[0].destination"]
+    assert "elements[1].origin (GBFXT)" in error["message"] and "elements[0].destination (NLRTM)" in error["message"]
+    assert "not_checked" in error["message"]
+    assert Shipment.select().count() == 0 and models.Calculation.select().count() == 0
+    assert WebhookEvent.select().count() == 0
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("ended, starts", [
+    ({"locode": "NLRTM"}, {"code": "nlrtm", "label": "Rotterdam"}),  # a free code compares with a LOCODE
+    ({"locode": "NLRTM"}, {"iata": "AMS"}),  # a LOCODE and an IATA code cannot be compared
+    ({"locode": "NLRTM"}, {"label": "Rotterdam"}),  # no code: nothing to compare
+    ({"iata": "AMS", "code": "X1"}, {"code": "AMS"}),
+])
+def test_a_chain_whose_ends_meet_or_cannot_be_compared_is_accepted(client, acme, library, ended, starts):
+    body = chain_with_a_gap()
+    body["elements"][0]["destination"] = ended
+    body["elements"][0]["distance"] = {"value": 19000, "unit": "km"}
+    body["elements"][1]["origin"] = starts
+    post(client, acme, body, status=201)
+
+
+@pytest.mark.on_both
+def test_a_hub_between_or_not_checked_lets_a_gap_through(client, acme, library):
+    with_hub = chain_with_a_gap()
+    with_hub["elements"].insert(1, {"type": "hub", "hub_type": "container_terminal", "factor_reference": TERMINAL})
+    post(client, acme, with_hub, key="hub", status=201)
+    post(client, acme, chain_with_a_gap(continuity="not_checked"), key="unchecked", status=201)
+    warehouse_first = worked_example()  # an origin warehouse first: checked, and without a gap
+    warehouse_first["elements"].insert(0, {"type": "hub", "hub_type": "container_terminal",
+                                           "factor_reference": TERMINAL, "location": {"label": "Songjiang"}})
+    post(client, acme, warehouse_first, key="warehouse", status=201)
+    post(client, acme, chain_with_a_gap(continuity="checked"), key="checked", status=422)
+    post(client, acme, chain_with_a_gap(continuity="sometimes"), key="bad", status=422)
+    assert Shipment.select().count() == 3
