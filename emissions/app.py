@@ -262,8 +262,7 @@ def idempotency_key() -> str:
 def validate(component: str, body: dict) -> dict:
     details = schemas.validation_details(component, body)
     if details:
-        raise InvalidRequest("The request body is invalid: " + "; ".join(
-            f"{d['field']} {d['message']}" for d in details[:5]) + ".", status=422, details=details)
+        raise InvalidRequest(schemas.summary(details), status=422, details=details)
     return body
 
 

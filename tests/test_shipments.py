@@ -390,22 +390,32 @@ def one_leg() -> dict:
             "distance": {"value": 10, "unit": "km"}}
 
 
-@pytest.mark.parametrize("overrides, field", [
-    ({"elements": []}, "elements"),
-    ({"elements": [one_leg()] * 11}, "elements"),
-    ({"elements": [{"type": "hub", "hub_type": "warehouse", "factor_reference": TERMINAL}]}, "elements"),
-    ({"elements": [one_leg(), {"type": "hub", "hub_type": "warehouse"}]}, "elements[1].factor_reference"),
-    ({"elements": [one_leg(), {"type": "hub", "hub_type": "dock", "factor_reference": "x"}]}, "elements[1].hub_type"),
-    ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour"),
-    ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin"),
-    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude"),
-    ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo"),
-    ({"cargo": {"value": 2, "unit": "pallet"}}, "cargo.unit"),
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"elements": []}, "elements", "must have at least 1 element"),
+    ({"elements": [one_leg()] * 11}, "elements", "must have at most 10 elements (it has 11)"),
+    ({"elements": [{"type": "hub", "hub_type": "warehouse", "factor_reference": TERMINAL}]}, "elements",
+     'must contain at least one element with "type": "leg"'),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "warehouse"}]}, "elements[1].factor_reference",
+     "is required"),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "dock", "factor_reference": "x"}]}, "elements[1].hub_type",
+     "must be one of transshipment, storage_and_transshipment, warehouse, liquid_bulk_terminal, container_terminal"),
+    ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour", "is not an accepted field"),
+    ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin",
+     "needs at least one of code, label, iata, locode or latitude"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude", "is required"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": -91, "longitude": 0}}]}, "elements[0].origin.latitude",
+     "must be at least -90"),
+    ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo.tonnes_per_teu",
+     'applies only when cargo.unit is "TEU"'),
+    ({"cargo": {"value": 2, "unit": "pallet"}}, "cargo.unit", "must be one of tonne, kg, TEU"),
 ])
-def test_a_body_the_schema_refuses_is_a_422_naming_the_field(client, acme, library, overrides, field):
+def test_a_body_the_schema_refuses_is_a_422_naming_the_field_and_what_to_do(client, acme, library, overrides,
+                                                                           field, message):
     answer = post(client, acme, worked_example(**overrides), status=422)
-    assert answer.json["error"]["code"] == "INVALID_REQUEST"
-    assert field in [detail["field"] for detail in answer.json["error"]["details"]], answer.json
+    error = answer.json["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert {"field": field, "message": message} in error["details"], answer.json
+    assert f"{field} {message}" in error["message"]
     assert Shipment.select().count() == 0
 
 

@@ -182,6 +182,27 @@ def test_every_violation_is_listed_sorted_by_field(client, acme):
     ]
 
 
+def test_the_message_names_every_field_its_details_list(client, acme):
+    body = changed("cargo.value", 0)
+    body.update(mode="BIKE", origin={"code": "X" * 21}, note="x", colour="red")
+    del body["activity_date"], body["factor_reference"]
+    error = assert_error(client.post_json(URL, body, headers=acme.headers("idem-1"), status="*"), 422,
+                         "INVALID_REQUEST")
+    fields = [detail["field"] for detail in error["details"]]
+    assert fields == ["activity_date", "cargo.value", "colour", "factor_reference", "mode", "note", "origin.code"]
+    assert error["message"] == (
+        "The request body is invalid in 7 fields, each with its reason in details: activity_date is required; "
+        "cargo.value must be greater than 0; colour is not an accepted field; factor_reference is required; "
+        "mode must be one of ROAD, SEA, AIR; and note, origin.code.")
+
+
+def test_a_message_with_five_problems_or_fewer_spells_out_each(client, acme):
+    body = changed("mode", "BIKE")
+    body["note"] = "x"
+    error = client.post_json(URL, body, headers=acme.headers("idem-1"), status=422).json["error"]
+    assert error["message"] == "The request body is invalid: mode must be one of ROAD, SEA, AIR; note is not an accepted field."
+
+
 ACCEPTED_EDGES = [
     ("external_reference of 120", "external_reference", "e" * 120),
     ("origin.code of 20", "origin.code", "C" * 20),
