@@ -12,6 +12,7 @@ import bottle
 from . import auth
 from . import calculations
 from . import customers
+from . import errors
 from . import jsoncodec
 from . import listing
 from . import logs
@@ -267,7 +268,7 @@ def validate(component: str, body: dict) -> dict:
 
 
 def customer_not_found() -> NotFound:
-    return NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
+    return errors.customer_not_found("customerReference")
 
 
 def checked_reference(reference: str) -> str:

@@ -419,6 +419,20 @@ def test_a_body_the_schema_refuses_is_a_422_naming_the_field_and_what_to_do(clie
     assert Shipment.select().count() == 0
 
 
+def test_an_unknown_factor_or_customer_names_the_field_and_the_remedy(client, acme, library):
+    body = worked_example()
+    body["elements"][2]["factor_reference"] = "no-such-terminal"
+    error = post(client, acme, body, status=404).json["error"]
+    assert (error["code"], error["details"]) == (
+        "FACTOR_NOT_FOUND", [{"field": "elements[2].factor_reference", "message": "names no active factor"}])
+    assert error["message"] == ("No active governed factor no-such-terminal is available to this organization: "
+                                "list the factors this key may use with `GET /v1/factors`.")
+    error = post(client, acme, worked_example(customer_reference="nobody"), status=404).json["error"]
+    assert (error["code"], error["details"]) == (
+        "CUSTOMER_NOT_FOUND", [{"field": "customer_reference", "message": "names no customer"}])
+    assert "create it with `emissions customer create` or in the workspace" in error["message"]
+
+
 def test_a_place_without_anything_to_find_it_by_names_what_it_needs(client, acme, library):
     body = worked_example(elements=[{**one_leg(), "origin": {"country": "GB"}}])
     details = post(client, acme, body, status=422).json["error"]["details"]

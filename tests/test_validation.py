@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from emissions import models
-from conftest import logistics_body, raw_exchange
+from conftest import logistics_body, make_customer, raw_exchange
 
 URL = "/v1/emissions/logistics"
 DELETE = object()
@@ -201,6 +201,23 @@ def test_a_message_with_five_problems_or_fewer_spells_out_each(client, acme):
     body["note"] = "x"
     error = client.post_json(URL, body, headers=acme.headers("idem-1"), status=422).json["error"]
     assert error["message"] == "The request body is invalid: mode must be one of ROAD, SEA, AIR; note is not an accepted field."
+
+
+def test_a_customer_or_factor_not_found_names_the_field_and_the_remedy(client, acme, globex):
+    make_customer(acme.org, "acme-only")
+    unknown = client.post_json(URL, changed("customer_reference", "nobody"), headers=acme.headers("idem-1"), status=404)
+    foreign = client.post_json(URL, changed("customer_reference", "acme-only"), headers=globex.headers("idem-2"),
+                               status=404)
+    for response in (unknown, foreign):  # the same words for another tenant's customer
+        error = assert_error(response, 404, "CUSTOMER_NOT_FOUND")
+        assert error["details"] == [{"field": "customer_reference", "message": "names no customer"}]
+        assert error["message"] == ("No customer with this customer_reference exists in this environment: create it "
+                                    "with `emissions customer create` or in the workspace.")
+    error = assert_error(client.post_json(URL, changed("factor_reference", "nothing"), headers=acme.headers("idem-3"),
+                                          status=404), 404, "FACTOR_NOT_FOUND")
+    assert error["details"] == [{"field": "factor_reference", "message": "names no active factor"}]
+    assert error["message"] == ("No active governed factor with this factor_reference is available to this "
+                                "organization: list the factors this key may use with `GET /v1/factors`.")
 
 
 ACCEPTED_EDGES = [
