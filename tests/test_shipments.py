@@ -8,7 +8,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 
 from emissions import analytics as customer_analytics
-from emissions import customers, factor_files, factors, jsoncodec, models
+from emissions import customers, factor_files, factors, jsoncodec, models, schemas
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
 from tests.conftest import LiveServer, make_customer, make_factor, make_org
 from tests.test_idempotency import race
@@ -402,7 +402,8 @@ def one_leg() -> dict:
     ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour", "is not an accepted field"),
     ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin",
      "needs at least one of code, label, iata, locode or latitude"),
-    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude", "is required"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude",
+     "is required with elements[0].origin.latitude"),
     ({"elements": [{**one_leg(), "origin": {"latitude": -91, "longitude": 0}}]}, "elements[0].origin.latitude",
      "must be at least -90"),
     ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo.tonnes_per_teu",
@@ -494,3 +495,31 @@ def test_a_statement_counts_the_hubs_so_that_its_parts_add_up_to_its_totals(clie
         == Decimal(str(statement["totals"]["emissions"]["value"]))
     terminal = [factor for factor in statement["factors"] if factor["reference"] == TERMINAL]
     assert terminal and terminal[0]["hub_count"] == 1 and terminal[0]["calculation_count"] == 0
+
+
+def _paths(node, prefix=()):
+    """Every (path) to a member or item of a JSON value."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield (*prefix, name)
+            yield from _paths(value, (*prefix, name))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield (*prefix, index)
+            yield from _paths(value, (*prefix, index))
+
+
+def test_every_schema_failure_of_a_shipment_is_explained_in_words_never_a_crash():
+    """Each value put at each position of the worked example: the explanation of whatever fails names a
+    field and says something other than "is invalid" (the explanations follow $refs and if/then)."""
+    replacements = [None, {}, [], "x", -1, 0, True, {"latitude": 1}, {"type": "hub"}, [{}] * 11,
+                    {"value": 1, "unit": "tonne", "tonnes_per_teu": 5}]
+    for path in list(_paths(worked_example())):
+        for replacement in replacements:
+            body = jsoncodec.loads(jsoncodec.dumps(worked_example()).encode())
+            target = body
+            for part in path[:-1]:
+                target = target[part]
+            target[path[-1]] = jsoncodec.loads(jsoncodec.dumps(replacement).encode())
+            for detail in schemas.validation_details("ShipmentRequest", body):
+                assert detail["field"] and detail["message"] != "is invalid", (path, replacement, detail)

@@ -118,19 +118,27 @@ def _field(path) -> str:
     return text
 
 
-def _schema_nodes(component: str, schema_path) -> list:
-    """The schemas along an error's schema path, from the component's own: local $refs followed."""
+def _schema_nodes(component: str, schema_path) -> list | None:
+    """The schemas along an error's schema path, from the component's own, or None where the path
+    cannot be followed. jsonschema leaves a followed $ref out of the path: it is followed here too."""
     node = openapi()["components"]["schemas"][component]
     nodes = [node]
-    for part in schema_path:
-        if part == "$ref" and isinstance(node, dict):
-            node = openapi()
-            for name in node_path(nodes[-1]["$ref"]):
-                node = node[name]
-        else:
-            node = node[part]
-        nodes.append(node)
+    try:
+        for part in schema_path:
+            while isinstance(node, dict) and part not in node and "$ref" in node:
+                node = _resolve(node["$ref"])
+            node = _resolve(node["$ref"]) if part == "$ref" else node[part]
+            nodes.append(node)
+    except (KeyError, IndexError, TypeError):
+        return None
     return nodes
+
+
+def _resolve(reference: str):
+    node = openapi()
+    for name in node_path(reference):
+        node = node[name]
+    return node
 
 
 def node_path(reference: str) -> list[str]:
@@ -143,13 +151,26 @@ def _condition(component: str, error: jsonschema.ValidationError) -> str | None:
     path = list(error.schema_path)
     if len(path) < 2 or path[-2] != "then":
         return None
-    condition = _schema_nodes(component, path[:-2])[-1].get("if", {})
+    nodes = _schema_nodes(component, path[:-2])
+    condition = nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
     properties = condition.get("properties", {})
     if len(properties) == 1:
         (name, rule), = properties.items()
         negated = rule.get("not", {})
         if set(rule) == {"not"} and set(negated) == {"const"}:
             return f"when {_field([*error.absolute_path, name])} is {json.dumps(negated['const'])}"
+    return None
+
+
+def _given_with(component: str, error: jsonschema.ValidationError) -> str | None:
+    """`latitude`: the member whose presence made another required (an `if: {required}` / `then`)."""
+    path = list(error.schema_path)
+    if len(path) < 2 or path[-2] != "then":
+        return None
+    nodes = _schema_nodes(component, path[:-2])
+    condition = nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
+    if set(condition) == {"required"}:
+        return " and ".join(_field([*error.absolute_path, name]) for name in condition["required"])
     return None
 
 
@@ -175,7 +196,9 @@ def _explain(error: jsonschema.ValidationError, component: str) -> list[dict]:
     keyword, value = error.validator, error.validator_value
     if keyword == "required":
         missing = [name for name in value if isinstance(error.instance, dict) and name not in error.instance]
-        return [{"field": _field([*error.absolute_path, name]), "message": "is required"} for name in missing]
+        given = _given_with(component, error)
+        return [{"field": _field([*error.absolute_path, name]), "message": f"is required with {given}" if given
+                 else "is required"} for name in missing]
     if keyword == "additionalProperties":
         allowed = error.schema.get("properties", {})
         extra = sorted(name for name in error.instance if name not in allowed)
