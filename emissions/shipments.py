@@ -23,8 +23,8 @@ from .auth import Principal
 from .webhooks import events as webhook_events
 from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
 from .config import DEFAULT_TEST_CAPACITY
-from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_, customer_not_found,
-                     factor_not_found)
+from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
+                     customer_not_found, factor_not_found)
 from .db import EXACT_SUM
 from .models import HUB, Factor, Shipment, isoformat, new_id, utcnow
 

@@ -617,3 +617,41 @@ def test_a_failed_validation_writes_nothing(client, acme):
     assert [table.select().count() for table in tables] == before
     # the key was never bound: the valid request with it succeeds
     assert client.post_json(URL, logistics_body(), headers=acme.headers("idem-1"), status=201)
+
+
+@pytest.fixture
+def probe_document(tmp_path, monkeypatch):
+    """The service's document with a Probe component using oneOf and anyOf as a future schema might."""
+    from emissions import schemas
+    document = json.loads(schemas.OPENAPI_PATH.read_text())
+    document["components"]["schemas"]["Probe"] = {"type": "object", "properties": {
+        "place": {"type": "object", "oneOf": [{"required": ["code"]}, {"required": ["label"]}]},
+        "amount": {"anyOf": [{"type": "number", "minimum": 1}, {"type": "string", "maxLength": 3}]},
+        "items": {"type": "array", "minItems": 2, "maxItems": 3}}}
+    path = tmp_path / "openapi.json"
+    path.write_text(json.dumps(document))
+    caches = [value for value in vars(schemas).values() if hasattr(value, "cache_clear")]
+    monkeypatch.setattr(schemas, "OPENAPI_PATH", path)
+    for cache in caches:
+        cache.cache_clear()
+    yield schemas
+    monkeypatch.undo()
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({"place": {}}, {"field": "place", "message": "needs exactly one of code or label"}),
+    ({"place": {"code": "A", "label": "B"}}, {"field": "place", "message": "takes only one of code or label"}),
+    ({"amount": 0}, {"field": "amount", "message": "must be at least 1"}),
+    ({"amount": "four"}, {"field": "amount", "message": "must be at most 3 characters"}),
+    ({"items": [1]}, {"field": "items", "message": "must have at least 2 elements"}),
+    ({"items": [1, 2, 3, 4]}, {"field": "items", "message": "must have at most 3 elements (it has 4)"}),
+])
+def test_one_of_any_of_and_item_counts_say_what_would_be_accepted(probe_document, body, expected):
+    assert probe_document.validation_details("Probe", body) == [expected]
+
+
+def test_a_value_of_no_accepted_type_is_told_every_type_it_may_have(probe_document):
+    assert probe_document.validation_details("Probe", {"amount": [1]}) == [
+        {"field": "amount", "message": "must be a number or a string"}]

@@ -190,6 +190,26 @@ def _either(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
+def _closest_form(error: jsonschema.ValidationError, component: str) -> list[dict]:
+    """What to change for an anyOf/oneOf no form of which accepts the instance: the problems of the
+    first form of the instance's own type, or, when it has the type of none, the types they take."""
+    forms: dict[int, list] = {}
+    for sub_error in error.context:
+        forms.setdefault(sub_error.relative_schema_path[0], []).append(sub_error)
+    of_another_type = {index for index, errors in forms.items()
+                       if any(sub.validator == "type" and not sub.relative_path for sub in errors)}
+    for index in sorted(set(forms) - of_another_type):
+        return [detail for sub_error in forms[index] for detail in _explain(sub_error, component)]
+    types = []
+    for index in sorted(forms):
+        for sub_error in forms[index]:
+            if sub_error.validator == "type" and not sub_error.relative_path:
+                named = sub_error.validator_value
+                types += [named] if isinstance(named, str) else named
+    names = [TYPE_NAMES.get(name, name) for name in dict.fromkeys(types)]
+    return [{"field": _field(error.absolute_path) or "body", "message": "must be " + " or ".join(names)}]
+
+
 def _explain(error: jsonschema.ValidationError, component: str) -> list[dict]:
     """Short, field-named messages for one schema violation, each saying what would be accepted."""
     where = _field(error.absolute_path)
@@ -214,13 +234,13 @@ def _explain(error: jsonschema.ValidationError, component: str) -> list[dict]:
                      else f"takes only one of {_either(given)}")}]
         if not error.context:  # oneOf: the instance matched several of the forms
             return [{"field": where or "body", "message": "matches more than one of its accepted forms"}]
-        # The sub-error of the form the instance came closest to says what to change.
-        return _explain(jsonschema.exceptions.best_match(error.context), component)
+        return _closest_form(error, component)
     if keyword == "not" and isinstance(value, dict) and set(value) == {"required"}:
         condition = _condition(component, error)
+        given = [name for name in value["required"] if isinstance(error.instance, dict) and name in error.instance]
         return [{"field": _field([*error.absolute_path, name]),
                  "message": f"applies only {condition}" if condition else "is not accepted here"}
-                for name in value["required"] if isinstance(error.instance, dict) and name in error.instance]
+                for name in given] or [{"field": where or "body", "message": "is not accepted here"}]
     if keyword == "contains":
         kind = value.get("properties", {}).get("type", {}).get("const") if isinstance(value, dict) else None
         return [{"field": where or "body", "message": (f'must contain at least one element with "type": "{kind}"'
@@ -229,8 +249,8 @@ def _explain(error: jsonschema.ValidationError, component: str) -> list[dict]:
         "type": lambda: "must be " + " or ".join(TYPE_NAMES[name] for name in ([value] if isinstance(value, str) else value)),
         "enum": lambda: "must be one of " + ", ".join(map(str, value)),
         "const": lambda: f"must be {value!r}".replace("'", '"'),
-        "not": lambda: (f"must not be {json.dumps(value['const'])}" if isinstance(value, dict) and set(value) == {"const"}
-                        else "is not accepted here"),
+        "not": lambda: (f"must not be {json.dumps(value['const'])}"
+                        if isinstance(value, dict) and set(value) == {"const"} else "is not accepted here"),
         "maxLength": lambda: f"must be at most {value} characters",
         "minLength": lambda: "must not be empty" if value == 1 else f"must be at least {value} characters",
         "maxItems": lambda: f"must have at most {_items(value)} (it has {len(error.instance)})",
