@@ -23,7 +23,8 @@ from .auth import Principal
 from .webhooks import events as webhook_events
 from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
 from .config import DEFAULT_TEST_CAPACITY
-from .errors import CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
+from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
+                     customer_not_found, factor_not_found)
 from .db import EXACT_SUM
 from .models import HUB, Factor, Shipment, isoformat, new_id, utcnow
 
@@ -275,9 +276,7 @@ class Chain:
         for index, element in enumerate(elements):
             factor = active.get(references[index])
             if factor is None:
-                raise NotFound(f"No active governed factor {references[index]} is available for element {index}.",
-                               code="FACTOR_NOT_FOUND", details=[{"field": f"elements[{index}].factor_reference",
-                                                                   "message": "names no active factor"}])
+                raise factor_not_found(f"elements[{index}].factor_reference", references[index])
             if element["type"] == "leg":
                 worked.append(self._leg(index, element, found_distances[index], factor,
                                         "factor_reference" not in element, next(leg_ids)))
@@ -383,7 +382,7 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
     if found.existing is not None:
         return _replay(found.existing, payload_fingerprint)
     if found.customer is None:
-        raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
+        raise customer_not_found("customer_reference")
     customer = found.customer
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
