@@ -227,4 +227,4 @@ def test_export_writes_cells_a_spreadsheet_would_run_as_text(run, acme, ok):
     status, out, _ = run("factor", "export", "--org", "acme")
     row = next(csv.DictReader(io.StringIO(out)))
     assert (status, row["name"], row["source"], row["value"]) == (
-        0, '\'=HYPERLINK("http://evil.example","x")', "' \n@SUM(A1)", "0.12522")
+        0, '\'=HYPERLINK("http://evil.example","x")', "' \n'@SUM(A1)", "0.12522")
