@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import parse_qsl
 
+from . import text as text_rule
 from .errors import InvalidRequest
 
 DATE_PATTERN = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
@@ -54,8 +55,8 @@ def text(max_length: int) -> Parser:
             raise BadValue("must not be empty")
         if len(value) > max_length:
             raise BadValue(f"must be at most {max_length} characters")
-        if CONTROL_CHARACTERS.search(value):
-            raise BadValue("must not contain control characters")
+        if text_rule.problem(value):
+            raise BadValue(text_rule.problem(value))
         return value
     return parse
 
