@@ -10,6 +10,7 @@ import uuid
 import bottle
 
 from . import auth
+from . import bounds
 from . import calculations
 from . import customers
 from . import jsoncodec
@@ -260,7 +261,7 @@ def idempotency_key() -> str:
 
 
 def validate(component: str, body: dict) -> dict:
-    details = schemas.validation_details(component, body)
+    details = schemas.validation_details(component, body) or bounds.details(body)
     if details:
         raise InvalidRequest("The request body is invalid: " + "; ".join(
             f"{d['field']} {d['message']}" for d in details[:5]) + ".", status=422, details=details)
