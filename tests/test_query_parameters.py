@@ -80,6 +80,11 @@ LIST = "/v1/calculations"
     (LIST, "external_reference=a%00b", [{"field": "external_reference",
                                          "message": text.MESSAGE}]),
     (LIST, "external_reference=a%E2%80%AEb", [{"field": "external_reference", "message": text.MESSAGE}]),
+    (LIST, "customer_reference=%FF", [{"field": "customer_reference", "message": "must be percent-encoded UTF-8"}]),
+    (LIST, "external_reference=a%ED%A0%80", [{"field": "external_reference",
+                                              "message": "must be percent-encoded UTF-8"}]),  # an encoded surrogate
+    ("/v1/shipments", "customer_reference=%C3", [{"field": "customer_reference",
+                                                  "message": "must be percent-encoded UTF-8"}]),
     (LIST, "activity_from=2026-10-02&activity_to=2026-10-01", [{"field": "activity_from",
                                                                 "message": "must not be after activity_to"}]),
     (LIST, "created_from=2026-10-02&created_to=2026-10-01", [{"field": "created_from",
