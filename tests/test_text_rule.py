@@ -3,13 +3,15 @@ controls are refused naming the field; ordinary Unicode of any script is kept.""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from emissions import schemas
 from emissions import text
 from emissions import workspace
-from emissions.models import ApiKey, Calculation, Customer, Factor, Organization, Shipment
+from emissions.models import ApiKey, Calculation, Customer, Factor, Organization, Shipment, User
+from emissions.workspace import accounts
 from conftest import logistics_body, post_calculation
 from test_workspace import PASSWORD, create_key, csrf_token, sign_in
 
@@ -100,6 +102,13 @@ def test_the_cli_refuses_a_control_naming_the_field(acme, fails, argv, field):
     assert f"{field} {text.MESSAGE}" in line or (field in line and text.MESSAGE in line), line
     assert (Organization.select().count(), Customer.select().count(), ApiKey.select().count(),
             Factor.select().count(), Customer.get(Customer.reference == "cust-1").name) == before
+
+
+@pytest.mark.parametrize("email", ["ops\u202e@acme.example", "ops\x01@acme.example"])
+def test_a_user_s_email_follows_the_rule_for_the_cli_and_the_workspace_alike(acme, email):
+    with pytest.raises(accounts.WorkspaceError, match="email " + re.escape(text.MESSAGE)):
+        workspace.create_user(acme.org, email, PASSWORD, actor="cli")
+    assert User.select().count() == 0
 
 
 def test_the_factor_import_refuses_a_control_naming_the_line_and_field(acme, emissions, tmp_path):
