@@ -135,3 +135,11 @@ def test_the_workspace_refuses_a_bidirectional_control_in_a_key_name(client, acm
     sign_in(client)
     assert text.MESSAGE in create_key(client, name="ci\u202e", status=400).text
     assert ApiKey.select().count() == 1  # the persona's own
+
+
+@pytest.mark.parametrize("url", ["https://hooks.example/\u202etxt.exe", "https://hooks.example/a\x85b"])
+def test_a_webhook_url_follows_the_rule(url):
+    from emissions.webhooks import endpoints
+
+    with pytest.raises(endpoints.WebhookError, match="bidirectional controls"):
+        endpoints.validate_url(url, "test", resolve=lambda *args, **kwargs: [])
