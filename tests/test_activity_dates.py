@@ -109,7 +109,7 @@ def test_the_cli_statement_survives_any_stored_date(stored_far_dates, emissions,
         status, _, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
                                    "--format", form, "--output", tmp_path / f"statement.{form}")
         assert status == 0, err
-    assert "<td>0999-05</td>" in (tmp_path / "statement.html").read_text()
+    assert "<td><bdi>0999-05</bdi></td>" in (tmp_path / "statement.html").read_text()
 
 
 @pytest.mark.parametrize("cargo, accepted", [
