@@ -90,6 +90,8 @@ def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=
         found.append(("hub_type", f"applies to {HUB} factors only"))
     if not reference or len(reference) > 120 or reference != reference.strip():
         found.append(("reference", "must be 1 to 120 characters, without spaces around it"))
+    elif text_rule.problem(reference):
+        found.append(("reference", text_rule.problem(reference)))
     texts = {"name": name, "source": source, "region": region, **provenance}
     for field_name, limit in TEXT_LIMITS:
         text = texts.get(field_name)

@@ -94,6 +94,8 @@ def test_the_list_filter_refuses_what_the_body_refuses(client, acme):
       "--source", "DESNZ\r=1"), "source"),
     (("factor", "create", "--reference", "van", "--mode", "ROAD", "--value", "0.1", "--name", "Van",
       "--source", "DESNZ", "--region", "UK\u202d"), "region"),
+    (("factor", "create", "--reference", "van\u2066", "--mode", "ROAD", "--value", "0.1", "--name", "Van",
+      "--source", "DESNZ"), "reference"),
 ])
 def test_the_cli_refuses_a_control_naming_the_field(acme, fails, argv, field):
     before = (Organization.select().count(), Customer.select().count(), ApiKey.select().count(),
