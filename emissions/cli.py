@@ -122,7 +122,9 @@ def customer_dict(customer: Customer) -> dict:
 # --- commands ------------------------------------------------------------------------------------
 
 def cmd_migrate(args, config):
-    emit(args, {"applied": args.applied}, "applied: " + (", ".join(args.applied) or "nothing, up to date"))
+    # The text names the database: a relative SQLite path depends on the working directory.
+    emit(args, {"applied": args.applied}, f"database: {migrations.database_name(config.database_url)}\n"
+         "applied: " + (", ".join(args.applied) or "nothing, up to date"))
 
 
 ORG_CREATE_FIELDS = ("slug", "name", "status", "entitled")
@@ -506,7 +508,9 @@ def cmd_statement(args, config):
     with open(args.output, "w", encoding="utf-8", newline="") as out:
         out.write(content)
     emit(args, {"output": args.output, "format": args.format, "customer": args.customer, "period": found["period"],
-                "calculation_count": int(found["totals"]["calculation_count"])},
+                "calculation_count": int(found["totals"]["calculation_count"]),
+                "shipment_count": found["totals"]["shipment_count"],
+                "single_calculation_count": found["totals"]["single_calculation_count"]},
          f"wrote the {args.format} statement of {args.customer} to {args.output}")
     return 0
 
@@ -999,16 +1003,21 @@ def password_options(sub, allow_argument: bool = True) -> None:
         sub.add_argument("--password", help="kept for scripts; lands in shell history: prefer --password-stdin")
 
 
-def pending_message(count: int) -> str:
-    """The one line a command meets on a database with `count` pending migrations."""
-    return f"the database has {count} pending migration{'s' if count != 1 else ''}: run `emissions migrate` first"
+def pending_message(count: int, database_url: str, new: bool = False) -> str:
+    """The one line a command meets on a database with `count` pending migrations; it names the
+    database, so that `emissions migrate` is run on that one and not on a new file elsewhere."""
+    message = (f"the database {migrations.database_name(database_url)} has {count} pending "
+               f"migration{'s' if count != 1 else ''}: run `emissions migrate` first")
+    if new:
+        message += " (the file does not exist yet: if your database is elsewhere, set DATABASE_URL to it)"
+    return message
 
 
-def refuse_if_pending(database) -> None:
+def refuse_if_pending(database, database_url: str) -> None:
     """A command other than migrate, serve and quickstart changes no schema: it stops at pending migrations."""
     waiting = migrations.pending(database)
     if waiting:
-        raise CommandError(pending_message(len(waiting)))
+        raise CommandError(pending_message(len(waiting), database_url))
 
 
 def is_new_sqlite_file(url: str) -> bool:
@@ -1047,7 +1056,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
         elif not migrating and is_new_sqlite_file(config.database_url):  # every migration is pending
-            raise CommandError(pending_message(len(migrations.available())))
+            raise CommandError(pending_message(len(migrations.available()), config.database_url, new=True))
         try:
             # A connect timeout and keepalives, but no statement timeout: a command may run long (prune, migrate).
             database = bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
@@ -1056,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
         if migrating:
             args.applied = migrations.run(database)
         else:
-            refuse_if_pending(database)
+            refuse_if_pending(database, config.database_url)
         status = args.handler(args, config)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is met below, not in a traceback
     except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:

@@ -246,3 +246,28 @@ def breakdown(activity: Decimal, emissions: Decimal, ttw_value: Decimal | None) 
         context.prec = 60 + len(activity.as_tuple().digits) + len(ttw_value.as_tuple().digits)
         ttw = (activity * ttw_value).quantize(SIX_PLACES, rounding=ROUND_HALF_EVEN)
         return ttw, emissions - ttw
+
+
+def listed(factor: Factor) -> dict:
+    """A factor as GET /v1/factors lists it: its figures (WTW and, where recorded, its TTW and WTT
+    parts), validity and lineage, and whether it is the shared library's or the organization's own."""
+    return {
+        "object": "factor",
+        "reference": factor.reference,
+        "version": factor.version,
+        "name": factor.name,
+        "mode": factor.mode,
+        "hub_type": factor.hub_type,
+        "unit": factor.unit,
+        "wtw": factor.value,
+        "ttw": factor.ttw_value,
+        "wtt": factor.wtt_value,
+        "region": factor.region,
+        "valid_from": factor.valid_from.isoformat() if factor.valid_from else None,
+        "valid_to": factor.valid_to.isoformat() if factor.valid_to else None,
+        "source": factor.source,
+        "source_row": factor.source_row,
+        "publication": factor.publication,
+        "radiative_forcing": factor.radiative_forcing,
+        "owner": "shared" if factor.organization_id is None else "organization",
+    }

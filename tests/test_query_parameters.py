@@ -11,6 +11,7 @@ ROUTES = [  # (method, path) of every /v1 route, with the parameters it takes
     ("POST", "/v1/emissions/logistics"),
     ("GET", "/v1/calculations"),
     ("GET", "/v1/calculations/00000000-0000-4000-8000-000000000000"),
+    ("GET", "/v1/factors"),
     ("GET", "/v1/customers/cust-1"),
     ("GET", "/v1/customers/cust-1/emissions"),
     ("GET", "/v1/customers/cust-1/statement"),
@@ -33,7 +34,7 @@ def test_every_api_route_declares_its_query_parameters(app):
                   if route.rule.startswith("/v1/") and not isinstance(route.config.get("query"), parameters.Query)]
     assert undeclared == []
     assert sorted(route.rule for route in app.routes if route.rule.startswith("/v1/")) == sorted(
-        ["/v1/emissions/logistics", "/v1/calculations", "/v1/calculations/<calculation_id>",
+        ["/v1/emissions/logistics", "/v1/calculations", "/v1/calculations/<calculation_id>", "/v1/factors",
          "/v1/customers/<reference:path>/emissions", "/v1/customers/<reference:path>/statement",
          "/v1/customers/<reference:re:.*>", "/v1/openapi.json", "/v1/shipments", "/v1/shipments",
          "/v1/shipments/<shipment_id>"])

@@ -23,7 +23,9 @@
 % end
 <p class="muted" id="period" data-from="{{analytics['period']['from'] or ''}}" data-to="{{analytics['period']['to'] or ''}}">Activity dates {{period.label}}</p>
 <section class="cards" aria-label="Analytics" id="analytics">
-  <div class="card"><h2 class="label">Calculations</h2><p class="figure" data-field="calculation_count" data-value="{{analytics['calculation_count']}}">{{number(analytics['calculation_count'])}}</p></div>
+  <div class="card"><h2 class="label">Shipments</h2><p class="figure" data-field="shipment_count" data-value="{{counts['shipment_count']}}">{{number(counts['shipment_count'])}}</p></div>
+  <div class="card"><h2 class="label">Single calculations</h2><p class="figure" data-field="single_calculation_count" data-value="{{counts['single_calculation_count']}}">{{number(counts['single_calculation_count'])}}</p>
+    <p class="muted small">Calculations, each shipment leg counted: <span data-field="calculation_count" data-value="{{analytics['calculation_count']}}">{{number(analytics['calculation_count'])}}</span></p></div>
   <div class="card"><h2 class="label">Emissions</h2><p class="figure" data-field="emissions" data-value="{{plain(analytics['emissions']['value'])}}">{{co2e(analytics['emissions']['value'])}}</p>
 % breakdown = analytics['emissions'].get('breakdown') or {}
 % if breakdown:

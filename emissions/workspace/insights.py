@@ -225,6 +225,22 @@ def page(organization_id: int, environment: str, filters: Filters, cursor=None, 
     return rows[:size], (cursor_of(rows[size - 1]) if len(rows) > size else None)
 
 
+def recent(organization_id: int, environment: str, filters: Filters, size: int) -> list:
+    """The newest `size` calculations, and past them the rest of the last one's shipment: its legs share
+    its created_at and external reference, and come in chain order (shipments.py makes their ids so)."""
+    rows, _ = page(organization_id, environment, filters, size=size + MAX_LEGS)
+    shown = rows[:size]
+    for row in rows[size:]:
+        last = shown[-1]
+        if (row.created_at, row.external_reference) != (last.created_at, last.external_reference):
+            break
+        shown.append(row)
+    return shown
+
+
+MAX_LEGS = 10  # a shipment's elements are at most 10
+
+
 CSV_COLUMNS = ("id", "created_at", "environment", "customer_reference", "external_reference", "mode",
                "business_context", "activity_date", "cargo_tonnes", "distance_km", "activity_tkm",
                "emissions_kgco2e", "factor_reference", "factor_version")

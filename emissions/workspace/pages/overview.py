@@ -25,7 +25,7 @@ class OverviewPages(Pages):
         rows = insights.activity_days(org.id, environment, min(first, chart_first), max(last, now.date()))
         month = insights.emissions_by_activity(org.id, environment, first, last, rows)
         days = insights.daily_by_activity(org.id, environment, 30, now, rows)
-        latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
+        latest = insights.recent(org.id, environment, insights.Filters(), 8)
         endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
         return render("overview", title="Overview", usage=insights.usage(org, self.test_capacity, now),
