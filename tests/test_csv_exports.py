@@ -10,8 +10,9 @@ import pytest
 
 from emissions import jsoncodec
 from emissions import workspace
-from emissions.models import Calculation, Factor
+from emissions.models import Calculation, Factor, Shipment
 from conftest import post_calculation
+from test_shipments import library, worked_example  # noqa: F401 (the fixture)
 from test_workspace import PASSWORD, sign_in
 
 HOSTILE = ["PO-7\r=cmd|' /C calc'!A0", "PO-8\n=1+1", "PO-9\r\n@SUM(A1)", "\t=1", "=HYPERLINK(\"x\")", "+1", "-1+1",
@@ -112,3 +113,26 @@ def test_the_factor_export(emissions, hostile):
     check_cells(rows, {"value", "ttw", "wtt"})
     for column, stored in (("name", HOSTILE[0]), ("source", HOSTILE[2]), ("region", HOSTILE[1])):
         assert same_text(rows[1][header.index(column)], stored), column
+
+
+def test_the_statement_csv_hub_rows(emissions, client, acme, library, tmp_path):
+    """A hub row's location and its shipment's external reference, stored hostile, in the statement CSV."""
+    body = client.post_json("/v1/shipments", worked_example(), headers=acme.headers("ship-1"), status=201).json
+    text = HOSTILE[0]
+    for element in body["elements"]:
+        if element["type"] == "hub":
+            element["location"] = {"label": text}
+    body["external_reference"] = HOSTILE[2]
+    Shipment.update(external_reference=HOSTILE[2], body=jsoncodec.dumps(body)).execute()
+    output = tmp_path / "statement.csv"
+    status, _, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
+                               "--format", "csv", "--output", output)
+    assert status == 0, err
+    rows = read_back(output.read_bytes().decode())
+    header = rows[0]
+    hub_rows = [row for row in rows[1:] if row[header.index("mode")] == "HUB"]
+    assert len(hub_rows) == 1 and len(rows) == 1 + len(body["elements"])
+    check_cells(rows, {"scope3_category", "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e",
+                       "emissions_ttw_kgco2e", "emissions_wtt_kgco2e", "factor_version", "element_index"})
+    assert same_text(hub_rows[0][header.index("origin_label")], text)
+    assert same_text(hub_rows[0][header.index("external_reference")], HOSTILE[2])
