@@ -10,6 +10,7 @@ import uuid
 import bottle
 
 from . import auth
+from . import bounds
 from . import calculations
 from . import customers
 from . import errors
@@ -261,7 +262,7 @@ def idempotency_key() -> str:
 
 
 def validate(component: str, body: dict) -> dict:
-    details = schemas.validation_details(component, body)
+    details = schemas.validation_details(component, body) or bounds.details(body)
     if details:
         raise InvalidRequest(schemas.summary(details), status=422, details=details)
     return body

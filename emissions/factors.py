@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 
 from . import audit
+from . import text as text_rule
 from .db import EXACT_SUM, db
 from .models import HUB, HUB_TYPES, MODES, Factor, Organization
 
@@ -89,11 +90,15 @@ def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=
         found.append(("hub_type", f"applies to {HUB} factors only"))
     if not reference or len(reference) > 120 or reference != reference.strip():
         found.append(("reference", "must be 1 to 120 characters, without spaces around it"))
+    elif text_rule.problem(reference):
+        found.append(("reference", text_rule.problem(reference)))
     texts = {"name": name, "source": source, "region": region, **provenance}
     for field_name, limit in TEXT_LIMITS:
         text = texts.get(field_name)
         if text is not None and not 0 < len(text.strip()) <= limit:  # the columns' sizes
             found.append((field_name, f"must be 1 to {limit} characters"))
+        elif text is not None and text_rule.problem(text):
+            found.append((field_name, text_rule.problem(text)))
     if valid_from and valid_to and valid_to < valid_from:
         found.append(("valid_to", "must not be before valid_from"))
     year = provenance.get("publication_year")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from emissions import parameters
+from emissions import text
 from conftest import post_calculation
 
 ROUTES = [  # (method, path) of every /v1 route, with the parameters it takes
@@ -78,7 +79,13 @@ LIST = "/v1/calculations"
     (LIST, "customer_reference=" + "x" * 121, [{"field": "customer_reference",
                                                 "message": "must be at most 120 characters"}]),
     (LIST, "external_reference=a%00b", [{"field": "external_reference",
-                                         "message": "must not contain control characters"}]),
+                                         "message": text.MESSAGE}]),
+    (LIST, "external_reference=a%E2%80%AEb", [{"field": "external_reference", "message": text.MESSAGE}]),
+    (LIST, "customer_reference=%FF", [{"field": "customer_reference", "message": "must be percent-encoded UTF-8"}]),
+    (LIST, "external_reference=a%ED%A0%80", [{"field": "external_reference",
+                                              "message": "must be percent-encoded UTF-8"}]),  # an encoded surrogate
+    ("/v1/shipments", "customer_reference=%C3", [{"field": "customer_reference",
+                                                  "message": "must be percent-encoded UTF-8"}]),
     (LIST, "activity_from=2026-10-02&activity_to=2026-10-01", [{"field": "activity_from",
                                                                 "message": "must not be after activity_to"}]),
     (LIST, "created_from=2026-10-02&created_to=2026-10-01", [{"field": "created_from",

@@ -136,17 +136,17 @@ SCHEMA_CASES = [
      "is not an accepted field"),
     # text the databases cannot store
     ("NUL in customer_reference", "customer_reference", "cust\u00001", "customer_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("NUL in external_reference", "external_reference", "ship\u0000", "external_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("NUL in origin.label", "origin.label", "Lon\u0000don", "origin.label",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("lone surrogate in customer_reference", "customer_reference", "\ud800", "customer_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("lone surrogate in factor_reference", "factor_reference", "road\udfff", "factor_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("lone surrogate in destination.code", "destination.code", "\udc00X", "destination.code",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
 ]
 
 

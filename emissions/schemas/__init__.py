@@ -17,6 +17,8 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from .. import text
+
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 DOCUMENT_URI = "urn:emissions:openapi"
 
@@ -103,7 +105,7 @@ def path_parameter_pattern(name: str) -> re.Pattern:
     return ecma_regex(openapi()["components"]["parameters"][name]["schema"]["pattern"])
 
 
-TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"  # text the databases can store: no NUL, no lone surrogate
+TEXT_PATTERN = text.PATTERN  # every text field people write: the one rule (emissions/text.py)
 MAX_DETAILS = 50  # a body of thousands of unknown fields gets a bounded answer
 
 TYPE_NAMES = {"object": "an object", "number": "a number", "string": "a string", "integer": "an integer",
@@ -267,7 +269,7 @@ def _explain(error: jsonschema.ValidationError, component: str) -> list[dict]:
         # The same words as activity_date's pattern: a date breaking both is one detail, not two.
         "format": lambda: "must be a calendar date YYYY-MM-DD" if value == "date" else f"must be a valid {value}",
         "pattern": lambda: ("must be a calendar date YYYY-MM-DD" if where == "activity_date"
-                            else "must not contain NUL characters or unpaired surrogates" if value == TEXT_PATTERN
+                            else text.MESSAGE if value == TEXT_PATTERN
                             else "has an invalid format"),
     }
     message = messages.get(keyword, lambda: "is invalid")()

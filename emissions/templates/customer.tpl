@@ -1,7 +1,7 @@
 % rebase('layout')
 <p class="crumbs"><a href="/workspace/customers">Customers</a> / <span class="mono">{{customer['reference']}}</span></p>
 <div class="pagehead">
-  <h1>{{customer['name']}} <span class="badge {{status_class(customer['status'])}}">{{customer['status']}}</span></h1>
+  <h1><bdi>{{customer['name']}}</bdi> <span class="badge {{status_class(customer['status'])}}">{{customer['status']}}</span></h1>
   <p class="muted">{{customer['reference']}} · {{customer['country_code'] or 'no country'}} · {{environment}} environment</p>
 </div>
 % if error:
@@ -93,7 +93,7 @@
 % if recent:
   <div class="tablewrap"><table><tbody>
 %   for row in recent:
-    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{co2e(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
+    <tr><td><a href="/workspace/calculations/{{row.id}}"><bdi>{{row.external_reference}}</bdi></a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{co2e(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
 %   end
   </tbody></table></div>
 % else:

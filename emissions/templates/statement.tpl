@@ -11,10 +11,10 @@
 % columns = ('Calculations', 'Activity (tkm)', 'Emissions', 'TTW', 'WTT', 'Not split')
 <p class="noprint"><a href="{{back}}">← Back to the customer</a> · use your browser's Print to save it as PDF (A4).</p>
 <header class="statementhead">
-  <p class="org">{{organization.name}}</p>
+  <p class="org"><bdi>{{organization.name}}</bdi></p>
   <h1>Emissions statement</h1>
   <dl class="facts">
-    <dt>Customer</dt><dd id="statement-customer">{{customer['name']}} ({{customer['reference']}}){{', ' + customer['country_code'] if customer['country_code'] else ''}}</dd>
+    <dt>Customer</dt><dd id="statement-customer"><bdi>{{customer['name']}}</bdi> ({{customer['reference']}}){{', ' + customer['country_code'] if customer['country_code'] else ''}}</dd>
     <dt>Period</dt><dd id="statement-period">Activity dates {{period.label}}</dd>
     <dt>Environment</dt><dd>{{statement['environment']}}</dd>
     <dt>Generated</dt><dd>{{statement['generated_at']}}</dd>
@@ -47,7 +47,7 @@
   <h2 id="factors-title">Emission factors used</h2>
   <table id="statement-factors"><thead><tr><th scope="col">Factor</th><th scope="col">Version</th><th scope="col">Name</th><th scope="col">Source</th><th scope="col" class="num">Calculations</th><th scope="col" class="num">Hubs</th></tr></thead><tbody>
 % for factor in statement['factors']:
-  <tr><td class="break">{{factor['reference']}}</td><td>{{factor['version']}}</td><td>{{factor.get('name', '')}}</td><td class="break">{{factor.get('source', '')}}</td><td class="num">{{number(factor['calculation_count']) if factor['calculation_count'] or 'hub_count' not in factor else '—'}}</td><td class="num">{{number(factor.get('hub_count'))}}</td></tr>
+  <tr><td class="break"><bdi>{{factor['reference']}}</bdi></td><td>{{factor['version']}}</td><td><bdi>{{factor.get('name', '')}}</bdi></td><td class="break"><bdi>{{factor.get('source', '')}}</bdi></td><td class="num">{{number(factor['calculation_count']) if factor['calculation_count'] or 'hub_count' not in factor else '—'}}</td><td class="num">{{number(factor.get('hub_count'))}}</td></tr>
 % end
   </tbody></table>
 </section>

@@ -19,6 +19,7 @@ import peewee as pw
 
 from .. import affinity
 from .. import audit
+from .. import text
 from ..db import db
 from ..models import Organization, User, WorkspaceSession, utcnow
 
@@ -140,6 +141,8 @@ def create_user(organization: Organization, email: str, password: str, hasher=In
     email = normal_email(email)
     if len(email) > MAX_EMAIL or not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
         raise WorkspaceError("email must be an address")
+    if text.problem(email):
+        raise WorkspaceError("email " + text.problem(email))
     problem = password_problem(password)
     if problem:
         raise WorkspaceError(problem)

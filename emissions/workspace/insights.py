@@ -8,6 +8,7 @@ is added to the calculation's write path for the workspace.
 """
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import io
 import json
@@ -476,7 +477,7 @@ def months_by_mode(organization_id: int, environment: str, reference: str, found
     months = []
     for entry in found["analytics"]["by_month"]:
         first = dt.date.fromisoformat(entry["month"] + "-01")
-        last = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+        last = first.replace(day=calendar.monthrange(first.year, first.month)[1])  # also in December 9999
         start = max(first, period.start) if period.start else first
         end = min(last, period.end) if period.end else last
         text = periods.analytics_json(organization_id, environment, reference, start, end)
