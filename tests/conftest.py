@@ -23,6 +23,7 @@ import pytest
 from waitress import wasyncore
 from webtest import TestApp
 
+from emissions import accounts
 from emissions import auth
 from emissions import cli
 from emissions import clock
@@ -36,7 +37,6 @@ from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
 from emissions.server import create_server
-from emissions.workspace import accounts
 
 EMISSIONS = Path(sys.executable).with_name("emissions")  # the installed command, beside this Python
 

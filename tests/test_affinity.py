@@ -219,7 +219,7 @@ def test_a_sign_in_s_scrypt_runs_off_the_pinned_cpu(tmp_path):
     script = (
         "import os, json\n"
         "from emissions import affinity\n"
-        "from emissions.workspace import accounts\n"
+        "from emissions import accounts\n"
         f"affinity.pin({min(allowed)})\n"
         "hasher = accounts.Hasher()\n"
         "print(json.dumps([sorted(os.sched_getaffinity(0)), sorted(hasher.run(os.sched_getaffinity, 0))]))\n")

@@ -1,4 +1,5 @@
-"""Workspace logins: users and their passwords, the hashing pool, sign-in throttling and server-side sessions."""
+"""Users and their passwords, the hashing pool, sign-in throttling and server-side sessions: the core the
+workspace signs people in with, and organizations and the operator CLI manage users with."""
 from __future__ import annotations
 
 import collections
@@ -17,10 +18,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import jwt
 import peewee as pw
 
-from .. import affinity
-from .. import audit
-from ..db import db
-from ..models import Organization, User, WorkspaceSession, utcnow
+from . import affinity
+from . import audit
+from .db import db
+from .models import Organization, User, WorkspaceSession, utcnow
 
 SESSION_HOURS = 8
 # scrypt: memory-hard, so a stolen hash is slow to guess on any hardware; n=2**14 keeps a sign-in quick.
