@@ -61,7 +61,8 @@ from emissions import accounts, analytics, auth, calculations, factors, migratio
 from emissions import app as api
 from emissions.app import create_app
 from emissions.config import Config
-from emissions.db import WalCheckpointer, bind, db, is_sqlite, open_database
+from emissions.db import bind, db, is_sqlite, open_database
+from emissions.serving.wal_checkpoint import WalCheckpointer
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events

@@ -657,8 +657,8 @@ def warn_about_secret(config: Config) -> None:
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
-    from . import server  # Waitress and the app load only for the commands that serve
-    from . import workers
+    from .serving import server  # Waitress and the app load only for the commands that serve
+    from .serving import workers
 
     count = getattr(args, "workers", None) or config.workers
     try:

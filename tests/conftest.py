@@ -36,7 +36,7 @@ from emissions.db import open_database
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
-from emissions.server import create_server
+from emissions.serving.server import create_server
 
 EMISSIONS = Path(sys.executable).with_name("emissions")  # the installed command, beside this Python
 

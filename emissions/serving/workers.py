@@ -21,8 +21,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from . import db
-from .config import Config
+from .. import db
+from ..config import Config
 
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
