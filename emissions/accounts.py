@@ -18,7 +18,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import jwt
 import peewee as pw
 
-from . import affinity
 from . import audit
 from .db import db
 from .models import Organization, User, WorkspaceSession, utcnow
@@ -80,9 +79,7 @@ class Hasher:
     most `queue` more waiting; beyond that it refuses at once (HashingBusy) instead of queueing."""
 
     def __init__(self, workers: int = 1, queue: int = 2, timeout: float = 10.0):
-        # scrypt runs with the GIL released: its threads leave the serving process's CPU.
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password-hash",
-                                        initializer=affinity.release_this_thread)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password-hash")
         self._slots = threading.BoundedSemaphore(workers + queue)
         self.timeout = timeout
         self.capacity = workers + queue

@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 
 import waitress
 
-from .. import affinity
 from .. import logs
 from .. import scheduler as webhook_scheduler
 from ..app import create_app
-from ..config import Config, ConfigError
+from ..config import Config
 from ..db import db, is_sqlite
 from . import proxies
 from .adaptations import DrainingDispatcher, EnvelopeChannel, close_listeners, enforce_head_deadline
@@ -55,12 +55,13 @@ class ListenError(RuntimeError):
     """The address cannot be listened on (taken, or not this machine's)."""
 
 
-def cpu_plan(config: Config, workers: int) -> list[int | None]:
-    """affinity.plan for CPU_AFFINITY; a CPU this process may not use stops the command (ConfigError)."""
-    try:
-        return affinity.plan(config.cpu_affinity, workers)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+def warn_about_retired_settings(config: Config) -> None:
+    """One line in the error log for a setting that is accepted and ignored, so that an operator's
+    configuration keeps starting (docs/operations.md, "Server settings")."""
+    if config.cpu_affinity is not None:
+        logging.getLogger("emissions.error").warning(
+            "CPU_AFFINITY=%s is ignored: serve no longer pins its processes to CPUs; pin the service "
+            'from outside instead (docs/operations.md, "Several workers")', config.cpu_affinity)
 
 
 def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_output: bool = False,
@@ -79,7 +80,6 @@ def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_out
 
 
 def _serve(config: Config, host: str, port: int, json_output: bool, announce, worker=None) -> None:
-    cpu = worker.cpu if worker else cpu_plan(config, 1)[0]
     app = create_app(config)
     try:
         server = create_server(app, host, port, config.serving_threads, config,
@@ -88,12 +88,8 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     except ValueError as exc:  # Waitress: a host that is no address ("256.1.1.1")
         raise ListenError(f"cannot listen on {host}:{port}: {exc}") from None
-    # Once it can listen (a process that cannot is left as it was); pin() moves the threads
-    # started already, and those started later inherit the CPU.
-    if cpu is not None and not affinity.pin(cpu):
-        cpu = None
-    if worker is not None:
-        worker.cpu = cpu  # what it tells the parent
+    if worker is None or worker.runs_scheduler:  # one warning, from one process of several
+        warn_about_retired_settings(config)
     # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
     scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
     checkpointer = WalCheckpointer(db.obj).start() if is_sqlite() else None
@@ -112,10 +108,10 @@ def _serve(config: Config, host: str, port: int, json_output: bool, announce, wo
         if announce is not None:
             announce(url)
         elif json_output:
-            print(json.dumps({"url": url, "threads": config.serving_threads, "cpu": cpu}), flush=True)
+            # "cpu" stays, always null, so that scripts reading it keep working (docs/cli.md).
+            print(json.dumps({"url": url, "threads": config.serving_threads, "cpu": None}), flush=True)
         else:
-            where = "" if cpu is None else f", CPU {cpu}"
-            print(f"Serving on {url} (threads={config.serving_threads}{where})", flush=True)
+            print(f"Serving on {url} (threads={config.serving_threads})", flush=True)
         server.run()
     except (SystemExit, KeyboardInterrupt):
         pass

@@ -7,7 +7,6 @@ import threading
 
 import peewee as pw
 
-from .. import affinity
 from .. import outages
 from ..db import SharedWriterDatabase
 from .writer_lock import share_writer_lock, writers_held
@@ -19,8 +18,7 @@ class WalCheckpointer:
     By default the connection whose commit takes the log past 1000 pages copies the log into the
     database and syncs it, inside its request and while this process's writers queue behind it.
     Here the request connections never checkpoint (wal_autocheckpoint=0); a thread does it every
-    `interval` seconds, off the serving CPU (SQLite copies the pages with the GIL released, see
-    affinity.release_this_thread).
+    `interval` seconds, off the request threads (SQLite copies the pages with the GIL released).
 
     A round is a PASSIVE checkpoint, which waits for no one: writers go on committing meanwhile,
     so under sustained writes it ends with new frames behind it, the log is never copied whole, and
@@ -77,7 +75,6 @@ class WalCheckpointer:
         return max(log_pages, 0)
 
     def _run(self) -> None:
-        affinity.release_this_thread()  # SQLite copies the pages with the GIL released: off the serving CPU
         connection = self.connect()
         # On a full disk every round fails: the first is logged whole, then a count a minute.
         failures = outages.FailureLog(logging.getLogger("emissions.error"), "WAL checkpoint")
