@@ -19,6 +19,7 @@ from playhouse import db_url
 
 import emissions
 
+from . import accounts
 from . import analytics
 from . import audit
 from . import auth
@@ -355,7 +356,7 @@ def read_password(args, confirm: bool = True) -> str:
 
 
 def user(email: str) -> models.User:
-    found = workspace.accounts.find_user(email)
+    found = accounts.find_user(email)
     if found is None:
         raise CommandError(f"no user with email {email.strip().lower()}")
     return found
@@ -371,7 +372,7 @@ def cmd_user_create(args, config):
 def cmd_user_list(args, config):
     listed = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
                "last_sign_in_at": models.isoformat(u.last_sign_in_at)}
-              for u in workspace.accounts.users(organization(args.org) if args.org else None)]
+              for u in accounts.users(organization(args.org) if args.org else None)]
     emit(args, {"users": listed}, "\n".join(
         f"{u['email']}\t{u['organization']}\tcreated {u['created_at']}\tlast sign-in {u['last_sign_in_at'] or '-'}"
         for u in listed) or "no users")
@@ -656,8 +657,8 @@ def warn_about_secret(config: Config) -> None:
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
-    from . import server  # Waitress and the app load only for the commands that serve
-    from . import workers
+    from .serving import server  # Waitress and the app load only for the commands that serve
+    from .serving import workers
 
     count = getattr(args, "workers", None) or config.workers
     try:

@@ -9,7 +9,7 @@ from . import audit
 from . import text
 from .db import db
 from .models import Organization
-from .workspace import accounts
+from . import accounts
 
 STATUSES = ("active", "suspended")
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")

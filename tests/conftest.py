@@ -23,6 +23,7 @@ import pytest
 from waitress import wasyncore
 from webtest import TestApp
 
+from emissions import accounts
 from emissions import auth
 from emissions import cli
 from emissions import clock
@@ -35,8 +36,7 @@ from emissions.db import open_database
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
-from emissions.server import create_server
-from emissions.workspace import accounts
+from emissions.serving.server import create_server
 
 FAKETIME_SHIM = Path(__file__).resolve().parent / "faketime"
 if "FAKETIME" in os.environ:

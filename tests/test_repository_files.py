@@ -5,7 +5,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from emissions import migrations
-from emissions.db import open_database, share_writer_lock
+from emissions.db import open_database
+from emissions.serving.writer_lock import share_writer_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from emissions import workspace
 from emissions.app import create_app
 from emissions.models import (ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint,
                               WebhookEvent, WorkspaceFlash, WorkspaceSession, utcnow)
-from emissions.workspace import accounts
+from emissions import accounts
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org, stop_the_sign_in_clock, workspace_of
 
 PASSWORD = "correct horse battery"

@@ -10,7 +10,7 @@ from ... import customers
 from ... import statements
 from .. import chart
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import customer_path, pretty_json, query_parameter, redirect, render, request_id
 from ..session import Pages, field, form_post, signed_in
 

@@ -8,7 +8,7 @@ from ... import keys
 from ... import clock
 from ...models import SCOPES
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import redirect, render
 from ..session import Pages, field, form_post, signed_in
 

@@ -7,7 +7,7 @@ from ... import clock
 from ...webhooks import endpoints as webhook_endpoints
 from .. import chart
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import render
 from ..session import Pages, signed_in
 
