@@ -11,7 +11,7 @@ from emissions import schemas
 from emissions import text
 from emissions import workspace
 from emissions.models import ApiKey, Calculation, Customer, Factor, Organization, Shipment, User
-from emissions.workspace import accounts
+from emissions import accounts
 from conftest import logistics_body, post_calculation
 from test_workspace import PASSWORD, create_key, csrf_token, sign_in
 
