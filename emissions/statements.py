@@ -167,16 +167,25 @@ def _calculation_entries(customer_id: int, start: dt.date | None, end: dt.date |
 def _hub_entries(customer_id: int, start: dt.date | None, end: dt.date | None) -> Iterator[tuple]:
     """((activity date, created_at), chain position, row) of the period's shipment hubs, in the order
     of _calculation_entries: a hub has no tkm, its cargo is the tonnes it handled."""
-    hubs = (ShipmentHub.select(ShipmentHub.activity_date, Shipment.created_at, Shipment.id,
-                               Shipment.external_reference, Shipment.body, ShipmentHub.element_index,
-                               ShipmentHub.business_context, Factor.name, Factor.source)
-            .join(Shipment, on=(ShipmentHub.shipment == Shipment.id))
-            .switch(ShipmentHub).join(Factor, on=(ShipmentHub.factor == Factor.id))
-            .where(_in_period(ShipmentHub, customer_id, start, end))
-            .order_by(ShipmentHub.activity_date, Shipment.created_at, Shipment.id, ShipmentHub.element_index)
-            .tuples())
-    for day, created_at, shipment_id, external_reference, body, index, context, factor_name, factor_source in (
-            hubs.iterator()):
+    # The period's hubs come through the customer's index unsorted; their shipments' creation times are
+    # read by id, and the order is made here, so no statement sorts the customer's history.
+    keys = list(ShipmentHub.select(ShipmentHub.id, ShipmentHub.activity_date, ShipmentHub.shipment,
+                                   ShipmentHub.element_index).where(_in_period(ShipmentHub, customer_id, start, end)).tuples().iterator())
+    created: dict[str, dt.datetime] = {}
+    shipment_ids = sorted({shipment_id for _, _, shipment_id, _ in keys})
+    for offset in range(0, len(shipment_ids), BODY_BATCH):
+        created.update(Shipment.select(Shipment.id, Shipment.created_at)
+                       .where(Shipment.id.in_(shipment_ids[offset:offset + BODY_BATCH])).tuples())
+    ordered = sorted(keys, key=lambda key: (key[1], created[key[2]], key[2], key[3]))
+    hubs = (row for offset in range(0, len(ordered), BODY_BATCH) for row in sorted(
+        (ShipmentHub.select(ShipmentHub.activity_date, Shipment.created_at, Shipment.id,
+                            Shipment.external_reference, Shipment.body, ShipmentHub.element_index,
+                            ShipmentHub.business_context, Factor.name, Factor.source)
+         .join(Shipment, on=(ShipmentHub.shipment == Shipment.id))
+         .switch(ShipmentHub).join(Factor, on=(ShipmentHub.factor == Factor.id))
+         .where(ShipmentHub.id.in_([hub_id for hub_id, _, _, _ in ordered[offset:offset + BODY_BATCH]])).tuples()),
+        key=lambda hub: (hub[0], hub[1], hub[2], hub[5])))
+    for day, created_at, shipment_id, external_reference, body, index, context, factor_name, factor_source in hubs:
         # The numbers come from the stored Shipment, written as the legs' calculations are.
         shipment = jsoncodec.loads(body)
         hub = shipment["elements"][index]
