@@ -20,7 +20,7 @@ import peewee as pw
 from ..db import EXACT_SUM, is_postgres
 from ..models import (Customer, CustomerPeriodRollup, CustomerRollup, ExactDecimalField, OrganizationPeriodRollup,
                       PeriodTotals)
-from ..sql import Joined, decoded, row_type, run, statement
+from ..sql import Joined, columns, decoded, row_type, run, statement
 
 ZERO = Decimal(0)
 EXACT = EXACT_SUM  # every sum is made in this context, the one SQLite's decimal_add uses
@@ -269,11 +269,15 @@ _ROLLUPS = " LEFT JOIN customer_rollup AS r ON r.customer_id = c.id AND r.enviro
 WITH_ROLLUPS = Joined(c=CustomerPart, r=RollupRow)
 FIND_WITH_ROLLUPS = f"SELECT {WITH_ROLLUPS.columns}{_CUSTOMER}{_ROLLUPS}{_WHERE_CUSTOMER}"
 
-# The customer, its rollup rows, and each one's month rows beside it.
+# The customer's rollup rows, then its month rows: each row holds the customer and one of the two
+# parts, as the part it is for (parts.part) finds it; the other part's outer join finds nothing.
 WITH_MONTHS = Joined(c=CustomerPart, r=RollupRow, m=PeriodRow)
-LIFETIME = (f"SELECT {WITH_MONTHS.columns}{_CUSTOMER}{_ROLLUPS}"
-            " LEFT JOIN customer_period_rollup AS m ON m.customer_id = c.id AND m.environment = c.environment"
-            " AND m.span = 'month' AND m.mode = r.mode AND m.business_context = r.business_context"
+LIFETIME = (f"SELECT {WITH_MONTHS.columns}{_CUSTOMER}"
+            " CROSS JOIN (SELECT 'rollups' AS part UNION ALL SELECT 'months') AS parts"
+            " LEFT JOIN customer_rollup AS r ON parts.part = 'rollups' AND r.customer_id = c.id"
+            " AND r.environment = c.environment"
+            " LEFT JOIN customer_period_rollup AS m ON parts.part = 'months' AND m.customer_id = c.id"
+            " AND m.environment = c.environment AND m.span = 'month'"
             f"{_WHERE_CUSTOMER}")
 
 
@@ -283,15 +287,19 @@ def _edge(aggregate: str) -> str:
             " AND d.activity_date >= ? AND d.activity_date <= ?)")
 
 
-# The customer with the first and last activity day in a period, and the period rows in a range of
-# one span; PERIOD is three of them: the month rows of the whole months inside the period, and the
-# day rows before and after them.
+# The customer with the first and last activity day in a period (worked out once, in the WITH), and
+# its period rows in three ranges: the month rows of the whole months inside the period, and the day
+# rows before and after them.
 IN_PERIOD = Joined(c=CustomerPart, e=Edges, p=PeriodRow)
-_IN_RANGE = (f"SELECT {IN_PERIOD.columns_with(e_first_activity_date=_edge('MIN'), e_last_activity_date=_edge('MAX'))}"
-             f"{_CUSTOMER} LEFT JOIN customer_period_rollup AS p ON p.customer_id = c.id"
-             " AND p.environment = c.environment AND p.span = '{span}' AND p.activity_date >= ? AND p.activity_date <= ?"
-             f"{_WHERE_CUSTOMER}")
-PERIOD = " UNION ALL ".join(_IN_RANGE.format(span=span) for span in ("month", "day", "day"))
+_EDGES = (f"WITH c AS (SELECT c.id, c.environment, {columns('c', CustomerPart)},"
+          f" {_edge('MIN')} AS first_activity_date, {_edge('MAX')} AS last_activity_date"
+          f"{_CUSTOMER}{_WHERE_CUSTOMER}) ")
+_IN_RANGE = (f"SELECT {IN_PERIOD.columns_with(**{f'e_{name}': f'c.{name}' for name in Edges._fields})} FROM c"
+             " LEFT JOIN customer_period_rollup AS p ON p.customer_id = c.id AND p.environment = c.environment"
+             " AND p.span = '{span}' AND p.activity_date >= ? AND p.activity_date <= ?")
+# The WITH inside a subquery: a statement is a SELECT from its first word (tests/test_statement_count.py).
+PERIOD = ("SELECT * FROM (" + _EDGES + " UNION ALL ".join(_IN_RANGE.format(span=span) for span in ("month", "day", "day"))
+          + ") AS period")
 
 
 def customer_with_rollups(organization_id: int, environment: str,
@@ -332,9 +340,9 @@ def in_period(organization_id: int, environment: str, reference: str, period: tu
     day = CustomerPeriodRollup.activity_date.db_value
     first_day, last_day = period
     span = (day(first_day), day(last_day))
-    params: tuple = ()
+    params: tuple = (*span, *span, organization_id, environment, reference)
     for first, last in ranges:
-        params += (*span, *span, day(first), day(last), organization_id, environment, reference)
+        params += (day(first), day(last))
     return tuple(run(PERIOD, params).fetchall())
 
 
