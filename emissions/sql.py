@@ -1,9 +1,10 @@
 """Hand-written statements: their placeholders, and the row types they read and write, made from the models.
 
 The service speaks Peewee's query builder, except where a request is measured to pay for it
-(docs/performance.md, "Machinery"). There a statement is text made once, with `?` placeholders
-(statement() gives PostgreSQL its `%s`), and every column it names comes from a model's fields
-through the helpers below, so that a column is described in models.py alone.
+(docs/performance.md, "Machinery, and the floor each holds"). There a statement is text made once,
+with `?` placeholders (statement() gives PostgreSQL its `%s`), and its column lists and row types
+come from the models' fields through the helpers below, so that a column is described in models.py
+alone.
 """
 from __future__ import annotations
 
@@ -65,29 +66,44 @@ def columns(alias: str, row: type) -> str:
     return ", ".join(f"{alias}.{name}" for name in row._fields)
 
 
+# Text and integer columns go as they are (their db_value only coerces the types they already have);
+# dates, timestamps and decimals through their field's db_value.
+AS_THEY_ARE = (pw.CharField, pw.TextField, pw.IntegerField, pw.ForeignKeyField)
+
+
+class Params:
+    """Where the ? of a statement take their values from: a row's attributes named by `names` (the
+    fields' column names unless given), each through its field's conversion where one is needed."""
+
+    def __init__(self, fields: Sequence[pw.Field], names: Sequence[str] | None = None):
+        names = [field.column_name for field in fields] if names is None else names
+        self._values = attrgetter(*names) if len(names) > 1 else (lambda row: (getattr(row, names[0]),))
+        self._converted = tuple((index, field.db_value) for index, field in enumerate(fields)
+                                if not isinstance(field, AS_THEY_ARE))
+
+    def of(self, row) -> list:
+        """The row's values as the database takes them, in the statement's order."""
+        values = list(self._values(row))
+        for index, to_database in self._converted:
+            values[index] = to_database(values[index])
+        return values
+
+
 class Insert:
     """A model's row as a named tuple (`Row`: its columns in the model's order, an automatic id left
     to the database) and the INSERT that writes one (`text`), made once from the model."""
-
-    # Text and integer columns go as they are (their db_value only coerces the types they already
-    # have); dates, timestamps and decimals through their field's db_value.
-    AS_THEY_ARE = (pw.CharField, pw.TextField, pw.IntegerField, pw.ForeignKeyField)
 
     def __init__(self, model: type[pw.Model], name: str, doc: str):
         fields = [field for field in model._meta.sorted_fields if not isinstance(field, pw.AutoField)]
         self.Row = namedtuple(name, [field.column_name for field in fields])
         self.Row.__doc__ = doc
-        self._converted = tuple((index, field.db_value) for index, field in enumerate(fields)
-                                if not isinstance(field, self.AS_THEY_ARE))
+        self._params = Params(fields)
         self.text = (f"INSERT INTO {model._meta.table_name} ({', '.join(self.Row._fields)})"
                      f" VALUES ({', '.join('?' for _ in fields)})")
 
     def params(self, row) -> list:
         """The row's values as the database takes them, in the INSERT's order."""
-        values = list(row)
-        for index, to_database in self._converted:
-            values[index] = to_database(values[index])
-        return values
+        return self._params.of(row)
 
 
 class Joined:

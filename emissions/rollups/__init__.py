@@ -14,13 +14,14 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from operator import attrgetter
 
 import peewee as pw
 
 from ..db import EXACT_SUM, is_postgres
 from ..models import (Customer, CustomerPeriodRollup, CustomerRollup, ExactDecimalField, OrganizationPeriodRollup,
                       PeriodTotals)
-from ..sql import Joined, columns, decoded, row_type, run, statement
+from ..sql import Joined, Params, columns, decoded, row_type, run, statement
 
 ZERO = Decimal(0)
 EXACT = EXACT_SUM  # every sum is made in this context, the one SQLite's decimal_add uses
@@ -30,6 +31,7 @@ SUMS = tuple(item.name for item in PeriodTotals._meta.sorted_fields if isinstanc
 COUNT = PeriodTotals.calculation_count.name
 EMISSIONS = tuple(name for name in SUMS if name != PeriodTotals.activity_tkm.name)  # what a hub adds to the others
 PARTS = (PeriodTotals.emissions_ttw_kg.name, PeriodTotals.emissions_wtt_kg.name)  # TTW and WTT
+_SUMS_OF = attrgetter(*SUMS)
 
 
 # --- what a write adds ----------------------------------------------------------------------------
@@ -112,12 +114,13 @@ def _organization_days(rows: int, postgres: bool) -> str:
 # rollup's first and last activity dates are the addition's activity date.
 _FROM_ADDITION = {CustomerRollup.first_activity_date.column_name: "activity_date",
                   CustomerRollup.last_activity_date.column_name: "activity_date"}
-_CUSTOMER_ROLLUP_VALUES = tuple((_FROM_ADDITION.get(item.column_name, item.column_name), item.db_value)
-                                for item in _placeholders(CustomerRollup, {COUNT: "1"}))
-_PERIOD_ROLLUP_VALUES = tuple((item.column_name, item.db_value)
-                              for item in _placeholders(CustomerPeriodRollup, {"span": "", COUNT: "1"}))
-_ORGANIZATION_DAY_VALUES = tuple((item.column_name, item.db_value)
-                                 for item in _placeholders(OrganizationPeriodRollup, {"span": ""}))
+_CUSTOMER_ROLLUP = _placeholders(CustomerRollup, {COUNT: "1"})
+_CUSTOMER_ROLLUP_PARAMS = Params(_CUSTOMER_ROLLUP, [_FROM_ADDITION.get(item.column_name, item.column_name)
+                                                    for item in _CUSTOMER_ROLLUP])
+_PERIOD_ROLLUP_PARAMS = Params(_placeholders(CustomerPeriodRollup, {"span": "", COUNT: "1"}))
+OrganizationDay = row_type("OrganizationDay", OrganizationPeriodRollup, leaving_out=("span",),
+                           doc="An organization's day row as one write adds to it.")
+_ORGANIZATION_DAY_PARAMS = Params(_placeholders(OrganizationPeriodRollup, {"span": ""}))
 
 
 def _with_parts(addition) -> Addition:
@@ -130,16 +133,14 @@ def _with_parts(addition) -> Addition:
 def add_to_rollup(addition: Addition) -> tuple[str, list]:
     """The statement adding one calculation to its customer's rollup row, and its parameters."""
     addition = _with_parts(addition)
-    return (_customer_rollup(is_postgres()),
-            [to_database(getattr(addition, name)) for name, to_database in _CUSTOMER_ROLLUP_VALUES])
+    return _customer_rollup(is_postgres()), _CUSTOMER_ROLLUP_PARAMS.of(addition)
 
 
 def add_to_period_rollups(addition: Addition) -> tuple[str, list]:
     """The statement adding one calculation to its activity day's row and its month's row, and its parameters."""
     addition = _with_parts(addition)
     month = addition._replace(activity_date=addition.activity_date.replace(day=1))
-    return (_period_rollups(is_postgres()),
-            [to_database(getattr(row, name)) for row in (addition, month) for name, to_database in _PERIOD_ROLLUP_VALUES])
+    return _period_rollups(is_postgres()), _PERIOD_ROLLUP_PARAMS.of(addition) + _PERIOD_ROLLUP_PARAMS.of(month)
 
 
 class OrganizationDays:
@@ -160,10 +161,12 @@ class OrganizationDays:
     def add(self, addition: Addition) -> None:
         addition = _with_parts(addition)
         key = (addition.activity_date, addition.mode, addition.business_context)
+        values = _SUMS_OF(addition)
         sums = self.rows.get(key)
         if sums is None:
-            sums = self.rows[key] = Sums()
-        sums.add(*(getattr(addition, name) for name in SUMS))
+            self.rows[key] = Sums(1, *values)  # Sums' fields are the count, then SUMS
+        else:
+            sums.add(*values)
 
     def statement(self) -> tuple[str, list] | None:
         """The one statement adding the gathered rows, and its parameters (None when nothing was counted)."""
@@ -171,10 +174,10 @@ class OrganizationDays:
             return None
         params = []
         for (activity_date, mode, context), sums in sorted(self.rows.items()):
-            row = {"organization_id": self.organization_id, "environment": self.environment,
-                   "activity_date": activity_date, "mode": mode, "business_context": context,
-                   COUNT: sums.calculation_count, **{name: getattr(sums, name) for name in SUMS}}
-            params += [to_database(row[name]) for name, to_database in _ORGANIZATION_DAY_VALUES]
+            params += _ORGANIZATION_DAY_PARAMS.of(OrganizationDay(
+                organization_id=self.organization_id, environment=self.environment, activity_date=activity_date,
+                mode=mode, business_context=context, calculation_count=sums.calculation_count,
+                **{name: getattr(sums, name) for name in SUMS}))
         return statement(_organization_days(len(self.rows), is_postgres())), params
 
 
