@@ -78,7 +78,10 @@ def calculation_view(calculation_id: str, environment: str, payload: dict, custo
                      breakdown: tuple[Decimal, Decimal] | None = None) -> dict:
     """The Calculation a new calculation answers and stores; `breakdown` is the emissions' (ttw, wtt), if any."""
     context = payload["business_context"]
-    parts = {"breakdown": dict(zip(("ttw", "wtt"), breakdown))} if breakdown else {}
+    parts = {}
+    if breakdown:
+        ttw, wtt = breakdown
+        parts = {"breakdown": {"ttw": ttw, "wtt": wtt}}
     return {
         "id": calculation_id,
         "external_reference": payload["external_reference"],
