@@ -1,4 +1,4 @@
-"""Customer analytics: a customer's rollup rows (emissions/rollups.py) summarised as the API shows them."""
+"""Customer analytics: a customer's rollup rows (emissions/rollups/) summarised as the API shows them."""
 from __future__ import annotations
 
 import datetime as dt

@@ -326,7 +326,7 @@ class PeriodTotals(BaseModel):
 
 class CustomerPeriodRollup(PeriodTotals):
     """Running totals of one customer's calculations for one activity day or month (span), mode and
-    business context (migration 0009; emissions/rollups.py reads and writes them)."""
+    business context (migration 0009; emissions/rollups/ reads and writes them)."""
 
     customer = pw.ForeignKeyField(Customer, on_delete="CASCADE", index=False)
 

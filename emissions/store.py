@@ -2,9 +2,9 @@
 
 The rest of the service speaks Peewee's query builder. These are the statements the API's requests
 send: the builder would compile each again on every call, while here the text is made once, its
-columns from the models (emissions/sql.py). The rollups a write adds to are emissions/rollups.py's,
-the usage counter it counts in is emissions/limits.py's. tests/test_statement_count.py holds how
-many statements each request sends.
+columns from the models (emissions/sql.py). The statements of the rollups a write adds to are in
+emissions/rollups/, that of the usage counter it counts in is in emissions/limits.py.
+tests/test_statement_count.py holds how many statements each request sends.
 """
 from __future__ import annotations
 
