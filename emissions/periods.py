@@ -14,7 +14,7 @@ from functools import lru_cache
 from . import analytics
 from . import jsoncodec
 from . import rollups
-from . import store
+from . import sql
 from .models import customer_view
 
 EARLIEST, LATEST = dt.date(1, 1, 1), dt.date(9999, 12, 31)
@@ -55,12 +55,12 @@ def analytics_json(organization_id: int, environment: str, reference: str, start
     """The customer with its analytics over activity dates start..end (inclusive; None is open), as the
     JSON text the API answers, or None when there is no such customer. In one SELECT; on SQLite
     after a PRAGMA, and when the database has not changed since this connection last answered the
-    same question, the PRAGMA alone (store.unchanged_since).
+    same question, the PRAGMA alone (sql.unchanged_since).
 
     Without start and end, the lifetime analytics exactly as before, plus period and by_month.
     """
     asked = (organization_id, environment, reference, start, end)
-    stamp = store.unchanged_since()  # taken before the read: a commit in between only costs a read more
+    stamp = sql.unchanged_since()  # taken before the read: a commit in between only costs a read more
     if stamp is not None:
         kept_stamp, kept_text = _answered.get(asked, (None, None))
         if kept_stamp == stamp:
@@ -73,7 +73,7 @@ def analytics_json(organization_id: int, environment: str, reference: str, start
     return text
 
 
-# (organization_id, environment, reference, start, end) -> (store.unchanged_since() before it was read, answer)
+# (organization_id, environment, reference, start, end) -> (sql.unchanged_since() before it was read, answer)
 _answered: dict = {}
 ANSWERS_KEPT = 1024
 

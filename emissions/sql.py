@@ -4,7 +4,7 @@ The service speaks Peewee's query builder, except where a request is measured to
 (docs/performance.md, "Machinery, and the floor each holds"). There a statement is text made once,
 with `?` placeholders (statement() gives PostgreSQL its `%s`), and its column lists and row types
 come from the models' fields through the helpers below, so that a column is described in models.py
-alone.
+alone. unchanged_since() is the stamp a kept answer of such a read is checked against.
 """
 from __future__ import annotations
 
@@ -131,3 +131,15 @@ class Joined:
         """The part behind `alias`, or None when its first column is null (its outer join found none)."""
         part_type, every, first = self._getters[alias]
         return None if first(row) is None else part_type._make(every(row))
+
+
+def unchanged_since() -> tuple | None:
+    """On SQLite, a stamp that differs from the one taken before whenever the database may have changed
+    in between: the connection, its PRAGMA data_version (moved by any other connection's commit, in
+    this process or another) and its total_changes (moved by its own writes). None on PostgreSQL,
+    which has no such counter. An answer made after a stamp is still right while the stamp is the same."""
+    if is_postgres():
+        return None
+    connection = db.connection()
+    (data_version,) = run("PRAGMA data_version").fetchone()
+    return connection, data_version, connection.total_changes

@@ -19,18 +19,6 @@ from .models import ApiKey, Calculation, Customer, Factor, WebhookEvent
 from .sql import Insert, Joined, row_type, run, statement
 
 
-def unchanged_since() -> tuple | None:
-    """On SQLite, a stamp that differs from the one taken before whenever the database may have changed
-    in between: the connection, its PRAGMA data_version (moved by any other connection's commit, in
-    this process or another) and its total_changes (moved by its own writes). None on PostgreSQL,
-    which has no such counter. An answer made after a stamp is still right while the stamp is the same."""
-    if is_postgres():
-        return None
-    connection = db.connection()
-    (data_version,) = run("PRAGMA data_version").fetchone()
-    return connection, data_version, connection.total_changes
-
-
 def ping() -> None:
     """One round trip to the database."""
     run("SELECT 1").fetchone()
