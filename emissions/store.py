@@ -19,11 +19,6 @@ from .models import ApiKey, Calculation, Customer, Factor, WebhookEvent
 from .sql import Insert, Joined, row_type, run, statement
 
 
-def ping() -> None:
-    """One round trip to the database."""
-    run("SELECT 1").fetchone()
-
-
 def probe_write() -> str | None:
     """Whether the database takes a write, for /healthz: None, or what stops it ("read-only").
 
