@@ -85,7 +85,8 @@ def _read(organization_id: int, environment: str, reference: str, start: dt.date
     if start is None and end is None:
         rows = rollups.lifetime(*customer)
     else:
-        rows = rollups.in_period(*customer, (start or EARLIEST, end or LATEST), ranges(start or EARLIEST, end or LATEST))
+        period = (start or EARLIEST, end or LATEST)
+        rows = rollups.in_period(*customer, period, ranges(*period))
     return _analytics_text(environment, reference, rows, start, end)
 
 

@@ -301,8 +301,8 @@ _IN_RANGE = (f"SELECT {IN_PERIOD.columns_with(**{f'e_{name}': f'c.{name}' for na
              " LEFT JOIN customer_period_rollup AS p ON p.customer_id = c.id AND p.environment = c.environment"
              " AND p.span = '{span}' AND p.activity_date >= ? AND p.activity_date <= ?")
 # The WITH inside a subquery: a statement is a SELECT from its first word (tests/test_statement_count.py).
-PERIOD = ("SELECT * FROM (" + _EDGES + " UNION ALL ".join(_IN_RANGE.format(span=span) for span in ("month", "day", "day"))
-          + ") AS period")
+PERIOD = ("SELECT * FROM (" + _EDGES
+          + " UNION ALL ".join(_IN_RANGE.format(span=span) for span in ("month", "day", "day")) + ") AS period")
 
 
 def customer_with_rollups(organization_id: int, environment: str,
