@@ -2,7 +2,7 @@
 
 Seeds a fresh database (SQLite file by default; --database-url postgresql://... uses a schema of its
 own, dropped afterwards) with bulk-inserted calculations, builds their rollups with
-`analytics.rebuild()` (and checks them with `analytics.verify()`), starts `emissions serve` on it
+`recount.rebuild()` (and checks them with `recount.verify()`), starts `emissions serve` on it
 and reads GET /v1/customers/{ref}/emissions for both customers over HTTP, interleaved, on one
 keep-alive connection. Prints p50/p95/p99 and the ratio large/small (goal: at most 1.5) and writes
 the results as JSON to bench/results/. For contrast it also times recomputing each customer's
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from emissions import auth  # noqa: E402
 from emissions import calculations  # noqa: E402
-from emissions import analytics  # noqa: E402
+from emissions.rollups import recount  # noqa: E402
 from emissions import factors  # noqa: E402
 from emissions import jsoncodec  # noqa: E402
 from emissions import migrations  # noqa: E402
@@ -87,11 +87,11 @@ def seed(url: str, sizes: dict[str, int], activity_day=None) -> tuple[str, dict]
     timings["seed_seconds"] = round(time.perf_counter() - started, 2)
 
     started = time.perf_counter()
-    rebuilt = analytics.rebuild()
+    rebuilt = recount.rebuild()
     timings["rebuild_seconds"] = round(time.perf_counter() - started, 2)
     timings["rebuild_calculations_per_second"] = round(rebuilt.calculations / timings["rebuild_seconds"])
     started = time.perf_counter()
-    verified = analytics.verify()
+    verified = recount.verify()
     timings["verify_seconds"] = round(time.perf_counter() - started, 2)
     if verified.drifted or verified.calculations != sum(sizes.values()):
         sys.exit("bench: the rollups do not match the seeded calculations")
@@ -99,7 +99,7 @@ def seed(url: str, sizes: dict[str, int], activity_day=None) -> tuple[str, dict]
     for reference in sizes:  # what a read would cost if it summed the calculations instead
         customer = Customer.get(Customer.reference == reference)
         started = time.perf_counter()
-        analytics.expected_rollups(customer.id)
+        recount.expected_rollups(customer.id)
         timings[f"recompute_ms_{reference}"] = round((time.perf_counter() - started) * 1000, 1)
     database.close()
     return key, timings

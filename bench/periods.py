@@ -3,7 +3,7 @@
 
 Seeds a fresh database like bench/analytics.py (whose helpers it uses), but spreads the activity dates
 over 2025 and 2026 with every mode and business context on most days, builds the rollups, day and
-month rows included, with `customer_analytics.rebuild()` (checked by `customer_analytics.verify()`), starts
+month rows included, with `recount.rebuild()` (checked by `recount.verify()`), starts
 `emissions serve` and reads the year 2026, and one quarter starting mid-month, for both customers
 over HTTP, taking turns on one keep-alive connection. Prints p50/p95/p99 and the ratio large/small
 (goal: at most 1.5) and writes the results as JSON to bench/results/.

@@ -6,7 +6,7 @@ two years; the first calculations (--via-api) as POST /v1/emissions/logistics th
 this process, the rest through the route's own write path (the body parsed and validated as the
 route does, then calculations.calculate, which writes the row, usage, rollups, period rollups and
 the webhook event), a thousand to a transaction. A sample of both parts is replayed through the
-API (same key, the same bytes back, equal to GET) and analytics.verify finds no drift.
+API (same key, the same bytes back, equal to GET) and recount.verify finds no drift.
 
 On SQLite each built file is kept in --directory (scale-N.sqlite3) and reused when it holds its N
 calculations; every run measures a copy of it, so a measure-only rerun skips the build.
@@ -57,7 +57,8 @@ from pathlib import Path
 import peewee as pw
 from webtest import TestApp
 
-from emissions import accounts, analytics, auth, calculations, factors, migrations, models, store
+from emissions import accounts, auth, calculations, factors, migrations, models, store
+from emissions.rollups import recount
 from emissions import app as api
 from emissions.app import create_app
 from emissions.config import Config
@@ -187,7 +188,7 @@ def write_directly(database_url: str, principal: auth.Principal, numbers: range,
 
 
 def build(database_url: str, count: int, via_api: int) -> dict:
-    """Write `count` calculations; check a sample by replay and the rollups by analytics.verify."""
+    """Write `count` calculations; check a sample by replay and the rollups by recount.verify."""
     config = bench_config(database_url)
     client = TestApp(create_app(config))
     org, key_row, key = seed()
@@ -219,7 +220,7 @@ def build(database_url: str, count: int, via_api: int) -> dict:
         assert replay.json["external_reference"] == f"shipment-{number}", number
         replayed[number] = replay.json
     verifying = time.perf_counter()
-    check = analytics.verify(org.id, "test")
+    check = recount.verify(org.id, "test")
     verify_seconds = time.perf_counter() - verifying
     assert not check.drifted and check.calculations == count, (check.calculations, check.drifted[:3])
     # And each as a new POST of the same body would write it now: equal but for its id and moment.

@@ -20,6 +20,7 @@ from .config import DEFAULT_TEST_CAPACITY
 from .errors import (ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
                      customer_not_found, factor_not_found)
 from .models import Factor, isoformat, new_id, utcnow
+from .sql import decoded
 
 SIX_PLACES = Decimal("0.000001")
 SCOPE3_CATEGORY = {"upstream": 4, "downstream": 9}
@@ -77,7 +78,10 @@ def calculation_view(calculation_id: str, environment: str, payload: dict, custo
                      breakdown: tuple[Decimal, Decimal] | None = None) -> dict:
     """The Calculation a new calculation answers and stores; `breakdown` is the emissions' (ttw, wtt), if any."""
     context = payload["business_context"]
-    parts = {"breakdown": {"ttw": breakdown[0], "wtt": breakdown[1]}} if breakdown else {}
+    parts = {}
+    if breakdown:
+        ttw, wtt = breakdown
+        parts = {"breakdown": {"ttw": ttw, "wtt": wtt}}
     return {
         "id": calculation_id,
         "external_reference": payload["external_reference"],
@@ -106,15 +110,9 @@ def with_defaults(payload: dict) -> dict:
 
 @lru_cache(maxsize=1024)
 def factor_of_row(row: store.FactorRow) -> Factor:
-    """The active factor version of a lookup row. Kept by the columns themselves (the lookup checks
-    the status every time), so a kept one cannot differ from its row."""
-    return Factor(id=row.id, reference=row.reference, version=row.version, mode=row.mode,
-                  value=Factor.value.python_value(row.value), name=row.name, source=row.source, region=row.region,
-                  valid_from=Factor.valid_from.python_value(row.valid_from),
-                  valid_to=Factor.valid_to.python_value(row.valid_to), status="active",
-                  ttw_value=Factor.ttw_value.python_value(row.ttw_value),
-                  radiative_forcing=Factor.radiative_forcing.python_value(row.radiative_forcing),
-                  hub_type=row.hub_type)
+    """The factor version a lookup row holds (every column of models.Factor). Kept by the columns
+    themselves (the lookup checks the status every time), so a kept one cannot differ from its row."""
+    return Factor(**{field.name: value for field, value in zip(row.fields, decoded(row))})
 
 
 def _replay(existing, payload_fingerprint: str) -> Outcome:
@@ -181,7 +179,7 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
                                      calculation_id)
     try:
         store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
-    except store.CapacityUsedUp:
+    except limits.CapacityUsedUp:
         limits.capacity_used_up(created_at)
     except pw.IntegrityError:
         # A concurrent request with the same key committed first: answer as its replay.

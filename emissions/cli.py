@@ -20,7 +20,7 @@ from playhouse import db_url
 import emissions
 
 from . import accounts
-from . import analytics
+from .rollups import recount as analytics  # verify and rebuild of the rollup tables
 from . import audit
 from . import auth
 from . import backup

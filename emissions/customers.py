@@ -1,6 +1,6 @@
 """Customer records: finding, validating, creating, updating and importing them.
 
-Their analytics (the rollup rows, verify and rebuild) are in emissions.analytics.
+Their analytics are in emissions.analytics; the rollup rows, their verify and rebuild, in emissions.rollups.
 """
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from dataclasses import dataclass, fields
+from dataclasses import fields, make_dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
+
+import peewee as pw
 
 from . import audit
 from . import text as text_rule
@@ -37,28 +39,8 @@ def parse_value(raw, name: str = "value", *, zero_allowed: bool = False) -> Deci
     return value
 
 
-@dataclass
-class Spec:
-    """One factor version as asked for, checked: what create() and the import write."""
-
-    reference: str
-    mode: str
-    name: str
-    source: str
-    value: Decimal
-    ttw_value: Decimal | None = None
-    wtt_value: Decimal | None = None
-    region: str | None = None
-    valid_from: dt.date | None = None
-    valid_to: dt.date | None = None
-    ttw_id: str | None = None
-    wtt_id: str | None = None
-    radiative_forcing: bool | None = None
-    publication_title: str | None = None
-    publication_publisher: str | None = None
-    publication_year: int | None = None
-    publication_licence: str | None = None
-    hub_type: str | None = None  # a HUB factor's (shipments)
+class _Asked:
+    """Spec's own behaviour (its fields are models.Factor's, below)."""
 
     def row(self) -> dict:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -68,8 +50,17 @@ class Spec:
         return all(getattr(factor, name) == value for name, value in self.row().items())
 
 
-TEXT_LIMITS = (("name", 200), ("source", 300), ("region", 64), ("ttw_id", 64), ("wtt_id", 64),
-               ("publication_title", 300), ("publication_publisher", 200), ("publication_licence", 100))
+# What a version is made of: the factor's columns less those the service sets itself.
+SET_BY_THE_SERVICE = ("id", "version", "organization", "status", "created_at")
+_ASKED = [item for item in Factor._meta.sorted_fields if item.name not in SET_BY_THE_SERVICE]
+Spec = make_dataclass("Spec", [*((item.name, object) for item in _ASKED if not item.null),
+                               *((item.name, object, None) for item in _ASKED if item.null)], bases=(_Asked,))
+Spec.__doc__ = "One factor version as asked for, checked: what create() and the import write."
+
+# The free texts a version may carry, each up to its column's size (reference, mode and hub type
+# are checked on their own).
+TEXT_LIMITS = tuple((item.name, item.max_length) for item in _ASKED
+                    if isinstance(item, pw.CharField) and item.name not in ("reference", "mode", "hub_type"))
 
 
 def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=None, wtt=None,
@@ -139,8 +130,9 @@ def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=
                 found.append(("value", f"must equal ttw + wtt ({total}) or be left out"))
     if found:
         return None, found
-    return Spec(reference, mode, name, source, total if total is not None else value,
-                parts.get("ttw"), parts.get("wtt"), region, valid_from, valid_to, **provenance), []
+    return Spec(reference=reference, mode=mode, name=name, source=source,
+                value=total if total is not None else value, ttw_value=parts.get("ttw"), wtt_value=parts.get("wtt"),
+                region=region, valid_from=valid_from, valid_to=valid_to, **provenance), []
 
 
 def owner_problem(spec: Spec, previous: Factor | None, organization: Organization | None) -> str | None:

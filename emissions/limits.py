@@ -91,6 +91,37 @@ def capacity_used_up(now: dt.datetime):
                        code="USAGE_LIMIT_REACHED", retry_after=seconds_to_next_month(now))
 
 
+class CapacityUsedUp(Exception):
+    """The organization's capacity for the month is used up: the calculation was not written."""
+
+
+# The capacity (NULL is unlimited) is read inside the statement, and the counter row is created or
+# incremented only while below it: no row changed means the capacity is used up. By hand, with the
+# columns from the models: on_conflict(update=..., where=...) would say it, compiled on every calculation.
+def _consume(capacity: str) -> str:
+    table, count = UsageCounter._meta.table_name, f'"{UsageCounter.count.column_name}"'
+    key = ", ".join(f'"{column.column_name}"' for column in (UsageCounter.organization, UsageCounter.environment,
+                                                              UsageCounter.period))
+    return (f"INSERT INTO {table} ({key}, {count}) SELECT ?, ?, ?, 1 WHERE COALESCE({capacity} > 0, TRUE)"
+            f" ON CONFLICT ({key}) DO UPDATE SET {count} = {table}.{count} + 1"
+            f" WHERE COALESCE({table}.{count} < {capacity}, TRUE)")
+
+
+_ORGANIZATION = f"FROM {Organization._meta.table_name} WHERE id = ?"
+CONSUME_LIVE = _consume(f"(SELECT {Organization.live_capacity.column_name} {_ORGANIZATION})")
+CONSUME_TEST = _consume(f"(SELECT COALESCE({Organization.test_capacity.column_name}, ?) {_ORGANIZATION})")
+
+
+def consume(organization_id: int, environment: str, test_capacity: int, period: str) -> tuple[str, tuple]:
+    """The statement counting one billable calculation, and its parameters; it changes one row, or
+    none when the capacity is used up. `test_capacity` is the sandbox default."""
+    if environment == "live":
+        text, capacity_params = CONSUME_LIVE, (organization_id,)
+    else:
+        text, capacity_params = CONSUME_TEST, (test_capacity, organization_id)
+    return text, (organization_id, environment, period, *capacity_params, *capacity_params)
+
+
 def usage(organization: Organization, period: str) -> dict[str, int]:
     """Billable calculations per environment in a period."""
     rows = UsageCounter.select().where((UsageCounter.organization == organization.id)

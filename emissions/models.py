@@ -326,7 +326,7 @@ class PeriodTotals(BaseModel):
 
 class CustomerPeriodRollup(PeriodTotals):
     """Running totals of one customer's calculations for one activity day or month (span), mode and
-    business context (migration 0009; emissions/periods.py reads and writes them)."""
+    business context (migration 0009; emissions/rollups/ reads and writes them)."""
 
     customer = pw.ForeignKeyField(Customer, on_delete="CASCADE", index=False)
 
@@ -339,7 +339,7 @@ class CustomerPeriodRollup(PeriodTotals):
 class OrganizationPeriodRollup(PeriodTotals):
     """Running totals of one organization's calculations for one activity day, mode and business
     context: its customers' day rows added up, written in the same transactions (migration 0017;
-    store.OrganizationDays). The workspace overview reads them: a row per day, mode and business
+    rollups.OrganizationDays). The workspace overview reads them: a row per day, mode and business
     context, however many customers there are. Only span 'day' is written."""
 
     organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)

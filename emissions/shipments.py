@@ -18,6 +18,7 @@ from . import distances
 from . import factors
 from . import jsoncodec
 from . import limits
+from . import rollups
 from . import store
 from .auth import Principal
 from .webhooks import events as webhook_events
@@ -26,7 +27,8 @@ from .config import DEFAULT_TEST_CAPACITY
 from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
                      customer_not_found, factor_not_found)
 from .db import EXACT_SUM
-from .models import HUB, Factor, Shipment, isoformat, new_id, utcnow
+from .models import HUB, Factor, Shipment, ShipmentHub, isoformat, new_id, utcnow
+from .sql import Insert, Joined
 
 TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
 # The default factor of a leg without factor_reference (docs/methodology.md, "Default factors").
@@ -109,8 +111,9 @@ def default_factor(leg: dict, distance: Decimal) -> str:
 # cost more than the rest of the request); the reads run through store.run, the inserts go into a store.Write
 
 # What the key already made, and the customer, in one statement (as store.LOOKUP is for a calculation).
+LOOKED_UP = Joined(s=store.Stored, c=store.CustomerRow)
 LOOKUP = (
-    f"SELECT {store.columns('s', store.Stored)}, {store.columns('c', store.CustomerRow)}"
+    f"SELECT {LOOKED_UP.columns}"
     " FROM (SELECT 1 AS one) AS base"
     " LEFT JOIN shipment AS s ON s.organization_id = ? AND s.environment = ? AND s.idempotency_key = ?"
     " LEFT JOIN customer AS c ON c.organization_id = ? AND c.environment = ? AND c.reference = ?"
@@ -119,20 +122,8 @@ FACTORS = (
     f"SELECT {', '.join(store.FactorRow._fields)} FROM factor"
     " WHERE status = 'active' AND (organization_id IS NULL OR organization_id = ?) AND reference IN ({})"
 )
-INSERT_SHIPMENT = (
-    "INSERT INTO shipment (id, organization_id, environment, customer_id, external_reference, idempotency_key,"
-    " fingerprint, business_context, activity_date, cargo_tonnes, element_count, activity_tkm, emissions_kg,"
-    " emissions_ttw_kg, emissions_wtt_kg, request_id, body, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-INSERT_HUB = (
-    "INSERT INTO shipment_hub (shipment_id, element_index, customer_id, environment, hub_type, business_context,"
-    " activity_date, tonnes, emissions_kg, emissions_ttw_kg, emissions_wtt_kg, factor_id, factor_version,"
-    " factor_value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-_CUSTOMER_AT = len(store.Stored._fields)
+SHIPMENT = Insert(Shipment, "NewShipment", "A shipment's row, ready to be written: the columns of models.Shipment.")
+HUB_ROW = Insert(ShipmentHub, "NewHub", "A hub element's row, ready to be written: the columns of models.ShipmentHub.")
 
 
 @dataclass(frozen=True)
@@ -144,11 +135,9 @@ class Found:
 
 
 def _lookup(organization_id: int, environment: str, idempotency_key: str, customer_reference: str) -> Found:
-    row = store.run(LOOKUP, (organization_id, environment, idempotency_key, organization_id, environment,
-                             customer_reference)).fetchone()
-    existing = store.Stored._make(row[:_CUSTOMER_AT])
-    customer = store.CustomerRow._make(row[_CUSTOMER_AT:])
-    return Found(existing if existing.id is not None else None, customer if customer.id is not None else None)
+    row = LOOKED_UP.row(store.run(LOOKUP, (organization_id, environment, idempotency_key, organization_id,
+                                           environment, customer_reference)).fetchone())
+    return Found(LOOKED_UP.part(row, "s"), LOOKED_UP.part(row, "c"))
 
 
 def _active_factors(organization_id: int, references: set[str]) -> dict[str, Factor]:
@@ -245,7 +234,8 @@ def _refuse_zero(index: int, activity: Decimal, emissions: Decimal) -> None:
 def _emissions(emissions: Decimal, parts: tuple[Decimal, Decimal] | None) -> dict:
     found = {"value": emissions, "unit": "kgCO2e"}
     if parts:
-        found["breakdown"] = {"ttw": parts[0], "wtt": parts[1]}
+        ttw, wtt = parts
+        found["breakdown"] = {"ttw": ttw, "wtt": wtt}
     return found
 
 
@@ -302,12 +292,15 @@ class Chain:
         body = calculation_view(calculation_id, environment, leg_payload, self.customer.reference, activity,
                                 emissions, factor, self.created_at, parts)
         body["shipment"] = {"id": self.shipment_id, "element_index": index}
+        ttw, wtt = parts or (None, None)
         row = store.NewCalculation(
-            calculation_id, self.principal.organization_id, environment, self.customer.id,
-            self.payload["external_reference"], f"shipment/{self.shipment_id}/{index}", fingerprint(leg_payload),
-            leg["mode"], self.payload["business_context"], self.activity_date, self.tonnes, distance.value,
-            activity, emissions, factor.id, factor.version, factor.value, jsoncodec.dumps(body),
-            self.created_at, *(parts or (None, None)))
+            id=calculation_id, organization_id=self.principal.organization_id, environment=environment,
+            customer_id=self.customer.id, external_reference=self.payload["external_reference"],
+            idempotency_key=f"shipment/{self.shipment_id}/{index}", fingerprint=fingerprint(leg_payload),
+            mode=leg["mode"], business_context=self.payload["business_context"], activity_date=self.activity_date,
+            cargo_tonnes=self.tonnes, distance_km=distance.value, activity_tkm=activity, emissions_kg=emissions,
+            factor_id=factor.id, factor_version=factor.version, factor_value=factor.value, body=jsoncodec.dumps(body),
+            created_at=self.created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
         view = {"index": index, "type": "leg", "mode": leg["mode"], "origin": leg["origin"],
                 "destination": leg["destination"], "distance": distance.to_dict(),
                 "activity": {"value": activity, "unit": "tkm"}, "emissions": _emissions(emissions, parts),
@@ -334,8 +327,9 @@ class Chain:
         """(the Shipment the API answers, its totals as numbers for the row)."""
         activity = sum((element.activity for element in elements if element.leg), Decimal(0))
         emissions = sum((element.emissions for element in elements), Decimal(0))
-        ttw = sum((element.parts[0] for element in elements if element.parts), Decimal(0))
-        wtt = sum((element.parts[1] for element in elements if element.parts), Decimal(0))
+        parts = [element.parts for element in elements if element.parts]
+        ttw = sum((ttw for ttw, _ in parts), Decimal(0))
+        wtt = sum((wtt for _, wtt in parts), Decimal(0))
         with localcontext(EXACT_SUM):
             unattributed = emissions - ttw - wtt
         with localcontext() as context:
@@ -397,7 +391,7 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
     event = webhook_events.new_event(organization_id, environment, "shipment.succeeded", body_text, chain.created_at)
     try:
         _write(chain, elements, payload_fingerprint, body_text, totals, test_capacity, event)
-    except store.CapacityUsedUp:
+    except limits.CapacityUsedUp:
         limits.capacity_used_up(chain.created_at)
     except pw.IntegrityError:
         # A concurrent request with the same key committed first: answer as its replay.
@@ -412,29 +406,31 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
            test_capacity: int, event) -> None:
     """The shipment, its legs (each a billable calculation), hubs, rollups and event: all or nothing."""
     payload, customer, environment = chain.payload, chain.customer, chain.principal.environment
-    period = limits.period_of(chain.created_at)
-    context, day = payload["business_context"], Shipment.activity_date.db_value(chain.activity_date)
-    exact = Shipment.cargo_tonnes.db_value
-    write = store.Write(chain.principal.organization_id, environment)
+    organization_id, context = chain.principal.organization_id, payload["business_context"]
+    write = store.Write(organization_id, environment)
     # First, so that a concurrent request with the same key stops here, on the unique index.
-    write.add(INSERT_SHIPMENT, (
-        chain.shipment_id, chain.principal.organization_id, environment, customer.id,
-        payload["external_reference"], chain.key, payload_fingerprint, context, day, exact(chain.tonnes),
-        len(elements), exact(totals["activity_tkm"]), exact(totals["emissions_kg"]),
-        exact(totals["emissions_ttw_kg"]), exact(totals["emissions_wtt_kg"]), chain.request_id, body,
-        Shipment.created_at.db_value(chain.created_at)))
+    write.add(SHIPMENT.text, SHIPMENT.params(SHIPMENT.Row(
+        id=chain.shipment_id, organization_id=organization_id, environment=environment, customer_id=customer.id,
+        external_reference=payload["external_reference"], idempotency_key=chain.key, fingerprint=payload_fingerprint,
+        business_context=context, activity_date=chain.activity_date, cargo_tonnes=chain.tonnes,
+        element_count=len(elements), request_id=chain.request_id, body=body, created_at=chain.created_at, **totals)))
+    period = limits.period_of(chain.created_at)
     for element in elements:
         if element.leg is not None:
             write.calculation(element.leg, test_capacity, period)
             continue
         ttw, wtt = element.parts or (None, None)
-        write.add(INSERT_HUB, (
-            chain.shipment_id, element.index, customer.id, environment, element.hub_type, context, day,
-            exact(element.activity), exact(element.emissions), exact(ttw), exact(wtt), element.factor.id,
-            element.factor.version, exact(element.factor.value)))
+        write.add(HUB_ROW.text, HUB_ROW.params(HUB_ROW.Row(
+            shipment_id=chain.shipment_id, element_index=element.index, customer_id=customer.id,
+            environment=environment, hub_type=element.hub_type, business_context=context,
+            activity_date=chain.activity_date, tonnes=element.activity, emissions_kg=element.emissions,
+            emissions_ttw_kg=ttw, emissions_wtt_kg=wtt, factor_id=element.factor.id,
+            factor_version=element.factor.version, factor_value=element.factor.value)))
         # A hub's rollup row is mode HUB, its activity the tonnes handled (analytics.summarize).
-        write.rollups(customer.id, environment, HUB, context, element.activity, element.emissions,
-                      chain.activity_date, element.parts)
+        write.rollups(rollups.Addition(
+            customer_id=customer.id, environment=environment, mode=HUB, business_context=context,
+            activity_date=chain.activity_date, activity_tkm=element.activity, emissions_kg=element.emissions,
+            emissions_ttw_kg=ttw, emissions_wtt_kg=wtt))
     write.event(event)
     write.commit()
 

@@ -11,6 +11,7 @@ import pytest
 
 from emissions import cli
 from emissions import analytics as customer_analytics
+from emissions.rollups import recount
 from emissions import customers
 from conftest import auth_headers, logistics_body, make_customer, make_key, post_calculation
 from emissions.models import AuditEvent, Customer, CustomerRollup
@@ -378,13 +379,13 @@ def test_calculations_are_streamed_in_batches(client, acme, monkeypatch):
     for number in range(10):
         post_calculation(client, acme, f"k{number}", status=201, external_reference=f"s{number}",
                          activity_date=f"2026-03-{number + 10}")
-    monkeypatch.setattr(customer_analytics, "STREAM_BATCH", 3)
+    monkeypatch.setattr(recount, "STREAM_BATCH", 3)
     batches: list[int] = []
-    outcome = customer_analytics.verify(progress=batches.append)
+    outcome = recount.verify(progress=batches.append)
     assert batches == [3, 3, 3, 1]
     assert (outcome.customers, outcome.calculations, outcome.drifted) == (1, 10, [])
-    expected = customer_analytics.expected_rollups(acme.customer.id)
-    assert expected == customer_analytics.stored_rollups(acme.customer.id)
+    expected = recount.expected_rollups(acme.customer.id)
+    assert expected == recount.stored_rollups(acme.customer.id)
     totals = expected[("test", "ROAD", "upstream")]
     assert (totals.calculation_count, totals.activity_tkm, totals.emissions_kg) == (10, Decimal(40000),
                                                                                     Decimal("5008.8"))
@@ -420,12 +421,12 @@ def test_the_progress_bar_redraws_at_most_a_thousand_times():
 def test_rebuild_counts_again_when_calculations_arrive_while_it_counts(client, acme, monkeypatch):
     post_calculation(client, acme, "k1", status=201)
     CustomerRollup.update(calculation_count=5).execute()
-    original = customer_analytics.expected_rollups
+    original = recount.expected_rollups
     calls = []
 
     def count_while_a_calculation_arrives(customer_id, progress=None):
         expected = original(customer_id, progress)
-        calls.append(customer_analytics._counted(expected))
+        calls.append(recount._counted(expected))
         if len(calls) == 1:  # another connection commits a calculation after this snapshot
             writer = threading.Thread(target=post_calculation, args=(client, acme, "k2"),
                                       kwargs={"status": 201, "external_reference": "s2"})
@@ -433,10 +434,10 @@ def test_rebuild_counts_again_when_calculations_arrive_while_it_counts(client, a
             writer.join()
         return expected
 
-    monkeypatch.setattr(customer_analytics, "expected_rollups", count_while_a_calculation_arrives)
-    outcome = customer_analytics.rebuild()
+    monkeypatch.setattr(recount, "expected_rollups", count_while_a_calculation_arrives)
+    outcome = recount.rebuild()
     assert calls == [1, 2]
-    assert [customer_analytics._counted(drift.expected) for drift in outcome.drifted] == [2]
-    monkeypatch.setattr(customer_analytics, "expected_rollups", original)
-    assert customer_analytics.verify().drifted == []
+    assert [recount._counted(drift.expected) for drift in outcome.drifted] == [2]
+    monkeypatch.setattr(recount, "expected_rollups", original)
+    assert recount.verify().drifted == []
     assert customer_analytics.find_with_analytics(acme.org.id, "test", "cust-1")["analytics"]["calculation_count"] == 2

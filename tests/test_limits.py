@@ -349,7 +349,7 @@ def test_the_test_environment_has_the_sandbox_default_and_live_is_unlimited(app,
 def consume(organization_id: int, environment: str, test_default: int, now: dt.datetime | None = None) -> None:
     """The usage counting a calculation's transaction does, on its own."""
     now = now or models.utcnow()
-    if store.run(*store.consume(organization_id, environment, test_default, limits.period_of(now))).rowcount != 1:
+    if store.run(*limits.consume(organization_id, environment, test_default, limits.period_of(now))).rowcount != 1:
         limits.capacity_used_up(now)
 
 

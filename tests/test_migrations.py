@@ -15,6 +15,8 @@ import pytest
 from webtest import TestApp
 
 from emissions import analytics as customer_analytics
+from emissions import rollups
+from emissions.rollups import recount
 from emissions import auth
 from emissions import calculations
 from emissions import jsoncodec
@@ -327,7 +329,7 @@ def test_a_database_before_0006_keeps_its_calculations_and_counts_their_emission
     analytics = customer_analytics.find_with_analytics(org.id, "test", "cust-1")["analytics"]
     assert analytics["emissions"] == {"value": Decimal("500.88"), "unit": "kgCO2e", "breakdown": {
         "ttw": Decimal(0), "wtt": Decimal(0), "unattributed": Decimal("500.88")}}
-    assert customer_analytics.verify().drifted == []
+    assert recount.verify().drifted == []
 
 
 def test_a_calculation_and_a_shipment_made_before_0015_keep_their_bodies_and_replay_after_it(
@@ -396,8 +398,10 @@ def test_0016_keys_the_period_rollups_by_their_key_and_keeps_every_row(empty_dat
             "SELECT sql FROM sqlite_master WHERE name = 'customer_period_rollup'").fetchone()[0]
     # The service's upsert adds to a row it finds by the key; the key stays unique.
     with database.atomic():
-        store.run(*store.add_to_period_rollups(customer.id, "test", "ROAD", "upstream", Decimal("1"), Decimal("2"),
-                                               dt.date(2026, 3, 1)))
+        store.run(*rollups.add_to_period_rollups(rollups.Addition(
+            customer_id=customer.id, environment="test", mode="ROAD", business_context="upstream",
+            activity_tkm=Decimal("1"), emissions_kg=Decimal("2"), activity_date=dt.date(2026, 3, 1),
+            emissions_ttw_kg=None, emissions_wtt_kg=None)))
     assert [row.calculation_count for row in models.CustomerPeriodRollup.select().where(
         (models.CustomerPeriodRollup.activity_date == dt.date(2026, 3, 1))
         & (models.CustomerPeriodRollup.mode == "ROAD")).order_by(models.CustomerPeriodRollup.span)] == [3, 1]
@@ -441,5 +445,5 @@ def test_0017_fills_the_organization_day_rows_exactly_from_the_customers_day_row
             "SELECT sql FROM sqlite_master WHERE name = 'organization_period_rollup'").fetchone()[0]
     for org in (acme, globex):  # what verify checks the rows against
         for environment in ("test", "live"):
-            assert customer_analytics.stored_organization_days(org.id, environment) == (
-                customer_analytics.expected_organization_days(org.id, environment))
+            assert recount.stored_organization_days(org.id, environment) == (
+                recount.expected_organization_days(org.id, environment))

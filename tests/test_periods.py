@@ -12,6 +12,7 @@ from decimal import Decimal
 import pytest
 
 from emissions import analytics as customer_analytics
+from emissions.rollups import recount
 from emissions import customers
 from emissions import jsoncodec
 from emissions import migrations
@@ -141,21 +142,21 @@ def test_the_period_rows_are_one_day_row_and_one_month_row_per_day_mode_and_cont
 
 @pytest.mark.on_both
 def test_verify_finds_a_drifted_period_row_and_rebuild_repairs_it(client, acme, shipped):
-    assert customer_analytics.verify().drifted == []
+    assert recount.verify().drifted == []
     row = CustomerPeriodRollup.get(span="day", activity_date=dt.date(2026, 10, 17))
     row.emissions_kg += Decimal("0.000001")
     row.save()
     CustomerPeriodRollup.delete().where(CustomerPeriodRollup.span == "month",
                                         CustomerPeriodRollup.activity_date == dt.date(2026, 11, 1)).execute()
-    drifted = customer_analytics.verify().drifted
+    drifted = recount.verify().drifted
     assert [drift.customer.reference for drift in drifted] == ["cust-1"]
     rows = drifted[0].to_dict()["rows"]
     assert [(r["span"], r["activity_date"], r["mode"]) for r in rows] == [
         ("month", "2026-11-01", "ROAD"), ("day", "2026-10-17", "SEA")]
     assert rows[0]["stored"] is None and rows[0]["expected"]["calculation_count"] == 2
-    assert customer_analytics.verify().calculations == len(SHIPMENTS)  # each calculation counted once
-    customer_analytics.rebuild()
-    assert customer_analytics.verify().drifted == []
+    assert recount.verify().calculations == len(SHIPMENTS)  # each calculation counted once
+    recount.rebuild()
+    assert recount.verify().drifted == []
     assert analytics(client, acme, "from=2026-10-01") == expected_analytics(shipped, "2026-10-01", None)
 
 
@@ -169,15 +170,15 @@ def test_verify_finds_a_drifted_organization_day_row_and_rebuild_repairs_it(clie
     days.create(organization=acme.org.id, environment="test", span="day", activity_date=dt.date(2026, 12, 1),
                 mode="SEA", business_context="upstream", calculation_count=1, activity_tkm=Decimal(1),
                 emissions_kg=Decimal(1), emissions_ttw_kg=Decimal(0), emissions_wtt_kg=Decimal(0))
-    drifted = customer_analytics.verify().drifted
+    drifted = recount.verify().drifted
     assert [(drift.customer, drift.organization, drift.environment) for drift in drifted] == [(None, "acme", "test")]
     rows = drifted[0].to_dict()["rows"]
     assert [(r["activity_date"], r["mode"], r["expected"] and r["expected"]["emissions_kg"],
              r["stored"] and r["stored"]["emissions_kg"]) for r in rows] == [
         ("2026-11-30", "ROAD", "1.12698", None), ("2026-10-17", "SEA", "183540", "183540.000001"),
         ("2026-12-01", "SEA", None, "1")]
-    assert [d.to_dict() for d in customer_analytics.rebuild().drifted] == [drifted[0].to_dict()]
-    assert customer_analytics.verify().drifted == []
+    assert [d.to_dict() for d in recount.rebuild().drifted] == [drifted[0].to_dict()]
+    assert recount.verify().drifted == []
     assert days.get(activity_date=dt.date(2026, 10, 17)).emissions_kg == Decimal("183540")
 
 
@@ -205,7 +206,7 @@ def test_the_migration_builds_the_period_rows_from_stored_calculations(client, a
     database.execute_sql("DROP TABLE customer_period_rollup")
     database.execute_sql("DELETE FROM migration_history WHERE name = '0009_customer_period_rollups'")
     assert migrations.run(database) == ["0009_customer_period_rollups"]
-    assert customer_analytics.verify().drifted == []
+    assert recount.verify().drifted == []
     for start, end in PERIODS[:3]:
         assert analytics(client, acme, f"from={start}&to={end}") == expected_analytics(shipped, start, end)
 
@@ -297,5 +298,5 @@ def test_a_rebuild_that_changes_only_month_rows_is_in_the_next_answer(client, ac
     drifted = analytics(client, acme)["by_month"]
     assert [month["calculation_count"] for month in drifted] == [
         month["calculation_count"] + (5 if month["month"] == "2026-11" else 0) for month in months]
-    in_another_thread(customer_analytics.rebuild)
+    in_another_thread(recount.rebuild)
     assert analytics(client, acme)["by_month"] == months

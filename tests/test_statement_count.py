@@ -113,7 +113,7 @@ def analytics_statements(warm_client, persona, statements, query: str = "") -> t
 
 
 # On SQLite the answer is kept with the database's PRAGMA data_version and its connection's changes
-# (store.unchanged_since): a read the database has not changed since is the PRAGMA alone, any other
+# (sql.unchanged_since): a read the database has not changed since is the PRAGMA alone, any other
 # the PRAGMA and one SELECT. PostgreSQL has no such counter: every read is one SELECT.
 def reads() -> tuple[list, list]:
     if db.is_postgres():
