@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -11,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -18,6 +20,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import requests
+import urllib3.exceptions
 
 from emissions import scheduler
 from emissions.webhooks import delivery as webhook_delivery
@@ -26,7 +30,7 @@ from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation, record_statements
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, utcnow
-from webhook_receiver import Receiver, documented_verify
+from webhook_receiver import RawPeer, Receiver, documented_verify, self_signed_certificate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -936,3 +940,104 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
                                  "error": "could not connect to server"}
     assert records[2].fields == {"message": "webhook delivery run succeeding again", "failures": 31}
     sender.close()
+
+
+# --- every way the transport can fail, through the same path -----------------------------------
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    """Self-signed certificates: one for this machine's loopback address, one for another host name."""
+    directory = tmp_path_factory.mktemp("certificates")
+    return {"loopback": self_signed_certificate(directory),
+            "elsewhere": self_signed_certificate(directory, "DNS:elsewhere.example")}
+
+
+def transport_peer(kind: str, certificates, stack: contextlib.ExitStack):
+    """A peer on loopback failing the attempt in one way; the URL a delivery goes to."""
+    if kind == "refused":
+        return stack.enter_context(contextlib.closing(Receiver(listening=False))).url
+    if kind in ("reset", "garbage"):
+        return stack.enter_context(contextlib.closing(RawPeer(kind))).url
+    if kind == "timeout":
+        hold = threading.Event()
+        stack.callback(hold.set)
+        return stack.enter_context(contextlib.closing(Receiver(hold=hold))).url
+    if kind == "dns":
+        return "http://receiver.invalid/hooks"  # the reserved TLD never resolves
+    if kind == "self-signed":
+        return stack.enter_context(contextlib.closing(Receiver(tls=certificates["loopback"]))).url
+    if kind == "wrong-host":
+        return stack.enter_context(contextlib.closing(Receiver(tls=certificates["elsewhere"]))).url
+    if kind == "plain-http":  # https:// to a receiver speaking plain HTTP: the handshake fails
+        return stack.enter_context(contextlib.closing(Receiver())).url.replace("http://", "https://")
+    if kind == "redirect":
+        return stack.enter_context(contextlib.closing(Receiver(statuses=[302]))).url
+    raise AssertionError(kind)
+
+
+TRANSPORT_FAILURES = {
+    "refused": "connection refused",
+    "reset": "connection reset",
+    "timeout": "timed out after 0.5 s",
+    "dns": "host not found",
+    "self-signed": "TLS certificate verify failed (self-signed certificate)",
+    "wrong-host": "TLS certificate verify failed (self-signed certificate)",
+    "plain-http": "TLS handshake failed",
+    "garbage": "the answer is not HTTP",
+    "redirect": "HTTP 302",
+}
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("kind", sorted(TRANSPORT_FAILURES))
+def test_every_transport_failure_is_a_recorded_attempt_and_a_down_endpoint(config, acme, certificates, kind):
+    """Issue 32: a failure the transport raises, however it wraps its cause, is a recorded attempt
+    naming it; no answer from the receiver marks the endpoint down, with its next probe."""
+    with contextlib.ExitStack() as stack:
+        endpoint(acme, transport_peer(kind, certificates, stack))
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        clock = Clock()  # from now on: the event is due
+        worker = deliverer(config.with_(webhook_timeout_seconds=0.5), clock=clock)
+        stack.callback(worker.close)
+        assert worker.run_once() == {"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}
+    [attempt] = attempts_of(event.id)
+    assert attempt.error == TRANSPORT_FAILURES[kind]
+    assert WebhookEvent.get_by_id(event.id).delivery_status == "pending"
+    stored = WebhookEndpoint.get()
+    if kind == "redirect":  # an answer: the receiver is up
+        assert (attempt.status_code, stored.down_since) == (302, None)
+    else:
+        assert attempt.status_code is None
+        assert (stored.down_since, stored.down_until) == (clock.now, clock.now + dt.timedelta(seconds=5))
+
+
+def test_failure_phrase_reads_an_ssl_error_whose_reason_is_a_string():
+    """ssl.SSLError.reason is text ("CERTIFICATE_VERIFY_FAILED"), not an exception to follow."""
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    verify.reason, verify.verify_message = "CERTIFICATE_VERIFY_FAILED", "certificate has expired"
+    wrapped = requests.exceptions.SSLError(urllib3.exceptions.MaxRetryError(
+        None, "https://x/", urllib3.exceptions.SSLError(verify)))
+    assert webhook_delivery.failure_phrase(wrapped, 10) == "TLS certificate verify failed (certificate has expired)"
+
+
+@pytest.mark.on_both
+def test_an_unexpected_fault_in_one_attempt_is_recorded_and_the_round_goes_on(monkeypatch, config, acme, globex,
+                                                                              receiver):
+    """No exception from one attempt may end the round: the others are recorded, that one too."""
+    endpoint(acme, receiver.url)
+    endpoint(globex, receiver.url.replace("/hooks", "/globex"))
+    broken = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    fine = webhook_events.record_event(globex.org.id, "test", "calculation.succeeded", json.dumps({"n": 2}))
+    signed = webhook_delivery.signed_headers
+
+    def faulty(secret, event_id, *args, **kwargs):
+        if event_id == broken.id:
+            raise KeyError("a fault of the service's own")
+        return signed(secret, event_id, *args, **kwargs)
+
+    monkeypatch.setattr(webhook_delivery, "signed_headers", faulty)
+    worker = deliverer(config)
+    assert worker.run_once() == {"succeeded": 1, "pending": 1, "failed": 0, "lease-lost": 0}
+    worker.close()
+    assert [attempt.error for attempt in attempts_of(broken.id)] == ["internal error (KeyError)"]
+    assert [attempt.status_code for attempt in attempts_of(fine.id)] == [200]

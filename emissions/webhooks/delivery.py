@@ -16,9 +16,11 @@ as they are, their attempt counts untouched, and follow in order of due time onc
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import ipaddress
 import logging
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -101,7 +103,9 @@ def _causes(exc: BaseException):
             continue
         seen.add(id(current))
         yield current
-        stack.extend([current.__cause__, current.__context__, getattr(current, "reason", None),
+        # `reason` is an exception on urllib3's errors but a string on ssl.SSLError ("CERTIFICATE_VERIFY_FAILED").
+        reason = getattr(current, "reason", None)
+        stack.extend([current.__cause__, current.__context__, reason if isinstance(reason, BaseException) else None,
                       *(arg for arg in current.args if isinstance(arg, BaseException))])
 
 
@@ -115,11 +119,20 @@ def failure_phrase(exc: BaseException, timeout: float) -> str:
     if any(isinstance(cause, socket.gaierror) for cause in causes) or any(
             type(cause).__name__ == "NameResolutionError" for cause in causes):
         return "host not found"
-    if any(isinstance(cause, requests.exceptions.SSLError) for cause in causes):
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            detail = (cause.verify_message or "").rstrip(".")
+            return f"TLS certificate verify failed ({detail})" if detail else "TLS certificate verify failed"
+    if any(isinstance(cause, (requests.exceptions.SSLError, ssl.SSLError)) for cause in causes):
         return "TLS handshake failed"
+    # Before the reset: RemoteDisconnected is a ConnectionResetError, but the peer closed cleanly.
+    if any(isinstance(cause, http.client.RemoteDisconnected) for cause in causes):
+        return "connection closed without an answer"
     if any(isinstance(cause, ConnectionResetError) for cause in causes):
         return "connection reset"
-    if any(type(cause).__name__ in ("RemoteDisconnected", "ProtocolError") for cause in causes):
+    if any(isinstance(cause, http.client.HTTPException) for cause in causes):
+        return "the answer is not HTTP"
+    if any(type(cause).__name__ == "ProtocolError" for cause in causes):
         return "connection closed without an answer"
     for cause in causes:
         if isinstance(cause, OSError) and cause.strerror:
@@ -234,6 +247,14 @@ class _GuardedAdapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPConnectionPool, "https": _HTTPSConnectionPool}
 
 
+def _result(future: Future) -> AttemptResult:
+    """A finished attempt's result; one that raised all the same (send never should) is a failed attempt."""
+    exc = future.exception()
+    if exc is None:
+        return future.result()
+    return AttemptResult(utcnow(), None, None, f"internal error ({type(exc).__name__})", None)
+
+
 class Deliverer:
     """Claims due deliveries, posts them signed, records every attempt; several may run at once."""
 
@@ -335,6 +356,14 @@ class Deliverer:
     def send(self, claim: Claim) -> AttemptResult:
         """POST one signed attempt; never raises, every failure becomes the attempt's error."""
         attempted_at = self.clock()
+        try:
+            return self._send(claim, attempted_at)
+        except Exception as exc:
+            # A fault of ours (not the receiver's) must not cost the round: the attempt records it.
+            log.exception("webhook attempt failed unexpectedly", extra={"fields": {"event_id": claim.event_id}})
+            return AttemptResult(attempted_at, None, None, f"internal error ({type(exc).__name__})", None)
+
+    def _send(self, claim: Claim, attempted_at: dt.datetime) -> AttemptResult:
         body = claim.payload.encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
                    **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()),
@@ -356,7 +385,10 @@ class Deliverer:
             except WebhookError as exc:
                 error = f"refused: {exc}"
             except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
-                error = failure_phrase(exc, self.timeout)
+                try:
+                    error = failure_phrase(exc, self.timeout)
+                except Exception:
+                    error = f"request failed ({type(exc).__name__})"
         if attempt.expired:  # whatever arrived before the deadline, the answer was not complete in time
             status_code = excerpt = None
             error = f"timed out after {self.timeout:g} s"
@@ -497,11 +529,11 @@ class Deliverer:
                 if running:
                     wait(running, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
                 self._failing |= {(claim.organization_id, claim.environment) for round_ in rounds
-                                  for claim, future in round_ if future.done() and future.result().receiver_down}
+                                  for claim, future in round_ if future.done() and _result(future).receiver_down}
                 for round_ in [round_ for round_ in rounds if all(future.done() for _, future in round_)]:
                     rounds.remove(round_)
-                    statuses = self.record([(claim, future.result()) for claim, future in round_])
-                    claiming = claiming and not all(future.result().receiver_down for _, future in round_)
+                    statuses = self.record([(claim, _result(future)) for claim, future in round_])
+                    claiming = claiming and not all(_result(future).receiver_down for _, future in round_)
                     for status in statuses:
                         counts[status] += 1
         finally:
