@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+import requests.certs
 import urllib3.exceptions
 
 from emissions import scheduler
@@ -29,6 +30,7 @@ from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation, record_statements
+from emissions.config import Config, ConfigError
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, utcnow
 from webhook_receiver import RawPeer, Receiver, documented_verify, self_signed_certificate
 
@@ -1009,6 +1011,67 @@ def test_every_transport_failure_is_a_recorded_attempt_and_a_down_endpoint(confi
     else:
         assert attempt.status_code is None
         assert (stored.down_since, stored.down_until) == (clock.now, clock.now + dt.timedelta(seconds=5))
+
+
+def test_a_certificate_for_another_host_names_the_mismatch_when_its_issuer_is_trusted(config, acme, certificates):
+    with contextlib.closing(Receiver(tls=certificates["elsewhere"])) as receiver:
+        endpoint(acme, receiver.url)
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates["elsewhere"].cert_path)))
+        assert worker.run_once()["pending"] == 1
+        worker.close()
+    [attempt] = attempts_of(event.id)
+    assert attempt.error == "TLS certificate verify failed (IP address mismatch, certificate is not valid for '127.0.0.1')"
+
+
+def test_a_private_ca_in_webhook_ca_bundle_makes_its_receiver_trusted(config, acme, certificates):
+    """Issue 32: without the bundle the self-signed receiver fails, recorded with its cause; with it, it succeeds."""
+    with contextlib.closing(Receiver(tls=certificates["loopback"])) as receiver:
+        endpoint(acme, receiver.url)
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        untrusting = deliverer(config)
+        assert untrusting.run_once()["pending"] == 1
+        untrusting.close()
+        WebhookEvent.update(next_attempt_at=utcnow()).where(WebhookEvent.id == event.id).execute()
+        WebhookEndpoint.update(down_since=None, down_until=None).execute()
+        trusting = deliverer(config.with_(webhook_ca_bundle=str(certificates["loopback"].cert_path)))
+        assert trusting.run_once()["succeeded"] == 1
+        trusting.close()
+    assert [(attempt.status_code, attempt.error) for attempt in attempts_of(event.id)] == [
+        (None, "TLS certificate verify failed (self-signed certificate)"), (200, None)]
+    assert [received.event_id for received in receiver.received] == [event.id]
+
+
+def test_the_ca_bundle_adds_to_the_default_trust(certificates):
+    context = webhook_delivery.trust_context(str(certificates["loopback"].cert_path))
+    bundled = {certificate["serialNumber"] for certificate in context.get_ca_certs()}
+    defaults = ssl.create_default_context(cafile=requests.certs.where()).get_ca_certs()
+    assert len(defaults) > 100 and {certificate["serialNumber"] for certificate in defaults} <= bundled
+    assert ssl.PEM_cert_to_DER_cert(certificates["loopback"].cert_path.read_text()) in context.get_ca_certs(True)
+    assert webhook_delivery.trust_context(None) is None  # unset: requests' own default
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "WEBHOOK_CA_BUNDLE names .* which does not exist"),
+    ("not a certificate\n", "WEBHOOK_CA_BUNDLE must be a PEM file of CA certificates; .* is not"),
+    ("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n", "WEBHOOK_CA_BUNDLE must be a PEM file"),
+])
+def test_a_ca_bundle_that_is_missing_or_not_pem_stops_the_start(tmp_path, monkeypatch, content, message):
+    bundle = tmp_path / "ca.pem"
+    if content is not None:
+        bundle.write_text(content)
+    monkeypatch.setenv("WEBHOOK_CA_BUNDLE", str(bundle))
+    with pytest.raises(ConfigError, match=message):
+        Config.from_env()
+    result = subprocess.run([sys.executable, "-m", "emissions", "deliver", "--once"], cwd=tmp_path,
+                            env={**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and re.search(message, result.stderr) and "Traceback" not in result.stderr
+
+
+def test_a_readable_ca_bundle_is_taken(tmp_path, monkeypatch, certificates):
+    monkeypatch.setenv("WEBHOOK_CA_BUNDLE", str(certificates["loopback"].cert_path))
+    assert Config.from_env().webhook_ca_bundle == str(certificates["loopback"].cert_path)
 
 
 def test_failure_phrase_reads_an_ssl_error_whose_reason_is_a_string():

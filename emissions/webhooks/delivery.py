@@ -29,12 +29,13 @@ from urllib.parse import urlsplit
 
 import peewee as pw
 import requests
+import requests.certs
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import outages
-from ..config import Config
+from ..config import Config, ConfigError
 from ..db import db
 from ..models import WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 from .endpoints import (WebhookError, check_public_host, endpoint_join, loggable_url, must_be_public, non_public_kind,
@@ -241,8 +242,28 @@ class _HTTPSConnectionPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
+def trust_context(ca_bundle: str | None) -> ssl.SSLContext | None:
+    """The TLS trust for deliveries: None for requests' default (certifi); with WEBHOOK_CA_BUNDLE,
+    the system's and certifi's CAs plus the bundle's, so a private CA adds to the trust, never replaces it."""
+    if ca_bundle is None:
+        return None
+    context = ssl.create_default_context()  # the system's CAs, certificate and host name checked
+    context.load_verify_locations(cafile=requests.certs.where())
+    try:
+        context.load_verify_locations(cafile=ca_bundle)
+    except (OSError, ssl.SSLError) as exc:  # Config read it at start; it changed since
+        raise ConfigError(f"WEBHOOK_CA_BUNDLE {ca_bundle} cannot be loaded: {exc}") from None
+    return context
+
+
 class _GuardedAdapter(HTTPAdapter):
+    def __init__(self, ssl_context: ssl.SSLContext | None = None):
+        self.ssl_context = ssl_context  # read by init_poolmanager, which the base __init__ calls
+        super().__init__()
+
     def init_poolmanager(self, *args, **kwargs):
+        if self.ssl_context is not None:
+            kwargs["ssl_context"] = self.ssl_context
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPConnectionPool, "https": _HTTPSConnectionPool}
 
@@ -272,6 +293,7 @@ class Deliverer:
         self.batch_size = batch_size
         self.threads = threads
         self.resolve = resolve
+        self.ssl_context = trust_context(config.webhook_ca_bundle)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="webhook-send")
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
@@ -576,6 +598,6 @@ class Deliverer:
             session = self._local.session = requests.Session()
             session.trust_env = False  # no HTTP(S)_PROXY: the deadline and the peer check need our own sockets
             session.mount("http://", _GuardedAdapter())
-            session.mount("https://", _GuardedAdapter())
+            session.mount("https://", _GuardedAdapter(self.ssl_context))
             self._sessions.append(session)
         return session
