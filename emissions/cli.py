@@ -37,6 +37,7 @@ from . import statements
 from .webhooks import delivery as webhook_delivery
 from .webhooks import endpoints as webhook_endpoints
 from .webhooks import events as webhook_events
+from .webhooks import signing as webhook_signing
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
 from .csvimport import ImportRejected
@@ -515,15 +516,17 @@ def cmd_webhook_set(args, config):
     previous = webhook_endpoints.endpoint_for(org.id, args.env)
     endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url, actor=audit.CLI_ACTOR,
                                                       allow_private_live=config.webhook_allow_private_live,
-                                                      allow_private_test=config.webhook_allow_private_test)
+                                                      allow_private_test=config.webhook_allow_private_test,
+                                                      signature=args.signature)
     if previous is not None and previous.status == "disabled":
         skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
             print(f"emissions: {skipped} events were skipped while the endpoint was disabled; "
                   f"`emissions webhook redeliver --since {models.isoformat(previous.updated_at)} --status skipped "
                   f"--org {org.slug} --env {args.env}` sends them", file=sys.stderr)
-    emit(args, {"url": endpoint.url, "secret": secret},
-         f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
+    emit(args, {"url": endpoint.url, "secret": secret, "signature": endpoint.signature},
+         f"{endpoint.url}\nsecret: {secret}\nsignature: {endpoint.signature}\n"
+         "(shown once: store it where the receiver reads it)")
 
 
 def cmd_webhook_rotate(args, config):
@@ -533,8 +536,10 @@ def cmd_webhook_rotate(args, config):
     ends = models.isoformat(endpoint.overlap_ends_at)
     emit(args, {"url": endpoint.url, "secret": secret, "overlap_ends_at": ends},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; " + (
-             f"until {ends} attempts carry X-Service-Webhook-Signature-Next under it beside the current "
-             f"signature, then it is the only one; `emissions webhook end-overlap` switches now)" if ends
+             f"until {ends} attempts carry "
+             + ("a second webhook-signature" if endpoint.signature == "standard" else "X-Service-Webhook-Signature-Next")
+             + " under it beside the current signature, then it is the only one; `emissions webhook end-overlap` "
+             "switches now)" if ends
              else "attempts from now on are signed with it only)"))
 
 
@@ -960,6 +965,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--env", required=True, choices=["test", "live"])
         if name == "set":
             sub.add_argument("--url", required=True)
+            sub.add_argument("--signature", choices=webhook_signing.SCHEMES,
+                             help="service: the X-Service-Webhook-* headers (a new endpoint's default); standard: "
+                                  "Standard Webhooks (webhook-id, -timestamp, -signature); unset: keep the endpoint's")
         if name == "rotate":
             sub.add_argument("--overlap", type=float, default=webhook_endpoints.DEFAULT_OVERLAP_HOURS, metavar="HOURS",
                              help="hours both secrets sign deliveries (default "

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 import requests.certs
+import standardwebhooks
 import urllib3.exceptions
 
 from emissions import scheduler
@@ -1104,3 +1105,65 @@ def test_an_unexpected_fault_in_one_attempt_is_recorded_and_the_round_goes_on(mo
     worker.close()
     assert [attempt.error for attempt in attempts_of(broken.id)] == ["internal error (KeyError)"]
     assert [attempt.status_code for attempt in attempts_of(fine.id)] == [200]
+
+
+# --- Standard Webhooks, per endpoint (issue 36) ------------------------------------------------
+
+def test_the_standard_signature_matches_the_specifications_example():
+    assert webhook_signing.standard_sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                                         "1614265330", b'{"test": 2432232314}') == (
+        "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+
+
+@pytest.mark.on_both
+def test_a_standard_webhooks_endpoint_verifies_with_the_standardwebhooks_package_through_a_rotation(
+        config, acme, receiver):
+    """Real deliveries to a real receiver, checked by the PyPI package a receiver would use."""
+    _, old = webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True,
+                                            signature="standard")
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", old)
+    deliver_event(config, acme)
+    before = receiver.received[-1]
+    assert standardwebhooks.Webhook(old).verify(before.body, before.headers) == json.loads(before.body)
+    assert before.headers["webhook-id"] == json.loads(before.body)["id"]
+    assert not any(name.lower().startswith("x-service-webhook") for name in before.headers)
+
+    _, new = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    assert new.startswith("whsec_") and new != old
+    deliver_event(config, acme)
+    during = receiver.received[-1]
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):  # the receiver before and after deploying the new secret
+        assert standardwebhooks.Webhook(secret).verify(during.body, during.headers)["id"] == during.headers["webhook-id"]
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(webhook_endpoints.new_secret("standard")).verify(during.body, during.headers)
+
+    webhook_endpoints.end_overlap(acme.org.id, "test", actor="test")
+    deliver_event(config, acme)
+    after = receiver.received[-1]
+    assert standardwebhooks.Webhook(new).verify(after.body, after.headers)
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(old).verify(after.body, after.headers)
+
+
+@pytest.mark.on_both
+def test_the_signature_scheme_is_kept_when_the_url_changes_and_the_service_scheme_is_the_default(config, acme,
+                                                                                                receiver):
+    webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="user:ops@acme.example",
+                                   allow_private_test=True, signature="standard")
+    _, secret = webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url + "?v=2", actor="test",
+                                               allow_private_test=True)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.signature, stored.to_dict()["signature"]) == ("standard", "standard")
+    assert json.loads(AuditEvent.get(AuditEvent.actor == "user:ops@acme.example").details) == {"signature": "standard"}
+    deliver_event(config, acme)
+    assert standardwebhooks.Webhook(secret).verify(receiver.received[-1].body, receiver.received[-1].headers)
+
+    _, secret = webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test",
+                                               allow_private_test=True, signature="service")
+    deliver_event(config, acme)
+    last = receiver.received[-1]
+    assert last.headers["X-Service-Webhook-Signature"] == by_hand(secret, last) and "webhook-signature" not in last.headers
+    with pytest.raises(webhook_endpoints.WebhookError, match="the signature must be service or standard"):
+        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True,
+                                       signature="svix")

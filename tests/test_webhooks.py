@@ -17,6 +17,7 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import signing as webhook_signing
 from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
+from test_workspace import acme_user, csrf_token, sign_in  # noqa: F401 (acme_user: a fixture)
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
@@ -355,7 +356,8 @@ def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config,
                              "--url", "http://localhost:4000/hooks", "--json")
     assert (code, err) == (0, "")
     printed = json.loads(out)
-    assert set(printed) == {"url", "secret"} and printed["url"] == "http://localhost:4000/hooks"
+    assert set(printed) == {"url", "secret", "signature"} and printed["url"] == "http://localhost:4000/hooks"
+    assert printed["signature"] == "service"
     assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == printed["secret"]
 
     code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test",
@@ -428,3 +430,35 @@ def test_timestamps_in_signed_headers_are_whole_unix_seconds():
     headers = webhook_signing.signed_headers("whsec_x", GOLDEN_ID, b"{}", now)
     assert headers["X-Service-Webhook-Timestamp"] == str(now)
     assert webhook_signing.verify("whsec_x", headers, b"{}") == GOLDEN_ID
+
+
+def test_cli_sets_and_shows_the_standard_webhooks_signature(monkeypatch, capsys, config, acme):
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "test",
+                             "--url", "http://localhost:4000/hooks", "--signature", "standard", "--json")
+    assert (code, err) == (0, "")
+    printed = json.loads(out)
+    assert printed["signature"] == "standard" and re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", printed["secret"])
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test", "--json")
+    assert json.loads(out)["signature"] == "standard"
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test")
+    assert code == 0 and "a second webhook-signature" in out
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "test",
+                             "--url", "http://localhost:4000/hooks", "--signature", "svix")
+    assert code == 2 and "invalid choice: 'svix'" in err
+
+
+def test_the_workspace_sets_and_shows_the_signature_scheme(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/webhooks")
+    assert '<option value="service" selected>' in page.text and '<option value="standard">' in page.text
+    shown = client.post("/workspace/webhooks", {"csrf": csrf_token(page), "action": "set", "signature": "standard",
+                                                "url": "http://127.0.0.1:9/hook"}, status=303).follow()
+    secret = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', shown.text).group(1)
+    assert "<code>webhook-signature</code> (Standard Webhooks)" in shown.text
+    stored = webhook_endpoints.endpoint_for(acme_user.id, "test")
+    assert (stored.signature, stored.secret) == ("standard", secret)
+    page = client.get("/workspace/webhooks")
+    assert "Signed the Standard Webhooks way" in page.text and '<option value="standard" selected>' in page.text
+    refused = client.post("/workspace/webhooks", {"csrf": csrf_token(page), "action": "set", "signature": "svix",
+                                                  "url": "http://127.0.0.1:9/hook"}, status=400)
+    assert "Not changed: the signature must be service or standard." in refused.text

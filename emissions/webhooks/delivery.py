@@ -63,6 +63,7 @@ class Claim:
     secret: str
     next_secret: str | None = None  # during a rotation's overlap: signed as X-Service-Webhook-Signature-Next
     down_since: dt.datetime | None = None  # the endpoint's outage as claimed: this delivery is its probe
+    scheme: str = "service"  # the endpoint's signature scheme (signing.SCHEMES)
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,8 @@ class Deliverer:
                 .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment, WebhookEvent.type,
                         WebhookEvent.created_at, WebhookEvent.stored_payload, WebhookEvent.calculation_id,
                         WebhookEvent.attempt_count, WebhookEndpoint.url, WebhookEndpoint.secret,
-                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at, WebhookEndpoint.down_since)
+                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at, WebhookEndpoint.down_since,
+                        WebhookEndpoint.signature)
                 .join(WebhookEndpoint, on=endpoint_join())
                 # By primary key: the candidates this worker leased (a rival may have taken some).
                 .where(WebhookEvent.id.in_(candidates) & (WebhookEvent.lock_token == token))
@@ -335,7 +337,7 @@ class Deliverer:
         # A skipped event queued again by redeliver carries no body: payload rebuilds it.
         return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
                       row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now),
-                      row.down_since)
+                      row.down_since, row.signature)
                 for row in rows]
 
     def _due_ids(self, now: dt.datetime, limit: int) -> list[str]:
@@ -389,7 +391,7 @@ class Deliverer:
         body = claim.payload.encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
                    **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()),
-                                    claim.next_secret)}
+                                    claim.next_secret, claim.scheme)}
         started = time.perf_counter()
         status_code = excerpt = error = None
         public_only = not private_allowed(claim.environment, self.allow_private_live, self.allow_private_test)

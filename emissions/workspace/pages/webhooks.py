@@ -35,7 +35,8 @@ class WebhookPages(Pages):
                     _, secret = webhook_endpoints.set_endpoint(org.id, environment, field(form, "url"),
                                                                actor=session.actor,
                                                                allow_private_live=self.allow_private_live,
-                                                               allow_private_test=self.allow_private_test)
+                                                               allow_private_test=self.allow_private_test,
+                                                               signature=field(form, "signature") or None)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "rotate":
                 with db.atomic():  # as above
