@@ -584,19 +584,19 @@ def cmd_webhook_redeliver(args, config):
     if (args.event_id is None) == (args.since is None):
         raise CommandError("give an event id, or --since DATE for every event since then")
     if args.event_id is not None:
-        event = webhook_events.redeliver(args.event_id)
+        event = webhook_events.redeliver(args.event_id, actor=audit.CLI_ACTOR)
         emit(args, event.to_dict(), f"queued {event.id} for delivery now")
         return
     since = parse_timestamp(args.since)
     statuses = tuple(status.strip() for status in args.status.split(",") if status.strip())
     org_id = organization(args.org).id if args.org else None
-    queued = webhook_events.redeliver_since(since, statuses, org_id, args.env)
+    queued = webhook_events.redeliver_since(since, statuses, org_id, args.env, actor=audit.CLI_ACTOR)
     emit(args, {"queued": queued, "since": models.isoformat(since), "statuses": list(statuses)},
          f"queued {queued} events created since {models.isoformat(since)} ({', '.join(statuses)}) for delivery now")
 
 
 def cmd_prune(args, config):
-    deleted = webhook_events.prune(dt.timedelta(days=args.older_than))
+    deleted = webhook_events.prune(dt.timedelta(days=args.older_than), actor=audit.CLI_ACTOR)
     emit(args, {**deleted, "older_than_days": args.older_than},
          f"deleted {deleted['events']} finished webhook events and {deleted['attempts']} attempts "
          f"older than {args.older_than} days")

@@ -228,8 +228,8 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
 
-    assert webhook_events.redeliver(event.id).delivery_status == "pending"
-    again = webhook_events.redeliver(event.id)  # already pending: stays so, due now
+    assert webhook_events.redeliver(event.id, actor="test").delivery_status == "pending"
+    again = webhook_events.redeliver(event.id, actor="test")  # already pending: stays so, due now
     assert (again.delivery_status, again.attempt_count) == ("pending", 0)
     clock.now = utcnow()
     assert worker.run_once()["succeeded"] == 1
@@ -539,7 +539,7 @@ def test_a_test_event_sent_while_the_endpoint_is_down_makes_the_next_poll_probe_
                            down_until=utcnow() + dt.timedelta(minutes=5)).execute()
     worker = deliverer(config)
     assert sum(worker.run_once().values()) == 0  # down until its probe time
-    test_event = webhook_events.send_test_event(acme.org.id, "test")
+    test_event = webhook_events.send_test_event(acme.org.id, "test", actor="test")
     assert worker.run_once()["succeeded"] == 3
     worker.close()
     # The probe is the oldest due delivery; once it is answered, the rest follow, the test event among them.
@@ -661,11 +661,11 @@ def test_410_disables_the_endpoint_and_later_deliveries_wait_for_a_new_one(clien
     # Never to be delivered as things stand: no copy of the calculation's body is kept.
     assert skipped.delivery_status == "skipped" and skipped.stored_payload == ""
     with pytest.raises(webhook_endpoints.WebhookError, match="no enabled webhook endpoint"):
-        webhook_events.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id)
+        webhook_events.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id, actor="test")
 
     endpoint(acme, receiver.url)  # the operator sets it again: enabled
     skipped = WebhookEvent.get(WebhookEvent.delivery_status == "skipped")
-    webhook_events.redeliver(skipped.id)
+    webhook_events.redeliver(skipped.id, actor="test")
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     receiver.close()
@@ -810,7 +810,7 @@ def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_ope
     worker.close()
     worker = deliverer(strict, resolve=lambda host, port, type=0: [
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))])  # rebinding: public, then loopback
-    webhook_events.redeliver(WebhookEvent.get().id)  # retried now: the endpoint is probed now
+    webhook_events.redeliver(WebhookEvent.get().id, actor="test")  # retried now: the endpoint is probed now
     assert worker.run_once()["pending"] == 1
     worker.close()
     assert receiver.received == []
@@ -820,7 +820,7 @@ def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_ope
     assert second.error.startswith("refused: the connection reached a loopback address; test endpoints")
 
     worker = deliverer(config)  # the allowance on: the same endpoint is delivered to
-    webhook_events.redeliver(WebhookEvent.get().id)
+    webhook_events.redeliver(WebhookEvent.get().id, actor="test")
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     assert len(receiver.received) == 1
