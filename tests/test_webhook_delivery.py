@@ -33,7 +33,7 @@ from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation, record_statements
 from emissions.config import Config, ConfigError
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, utcnow
-from webhook_receiver import RawPeer, Receiver, documented_verify, self_signed_certificate
+from webhook_receiver import RawPeer, Receiver, documented_verify, expired_certificate, self_signed_certificate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -952,7 +952,8 @@ def certificates(tmp_path_factory):
     """Self-signed certificates: one for this machine's loopback address, one for another host name."""
     directory = tmp_path_factory.mktemp("certificates")
     return {"loopback": self_signed_certificate(directory),
-            "elsewhere": self_signed_certificate(directory, "DNS:elsewhere.example")}
+            "elsewhere": self_signed_certificate(directory, "DNS:elsewhere.example"),
+            "expired": expired_certificate(directory)}
 
 
 def transport_peer(kind: str, certificates, stack: contextlib.ExitStack):
@@ -1073,6 +1074,18 @@ def test_a_ca_bundle_that_is_missing_or_not_pem_stops_the_start(tmp_path, monkey
 def test_a_readable_ca_bundle_is_taken(tmp_path, monkeypatch, certificates):
     monkeypatch.setenv("WEBHOOK_CA_BUNDLE", str(certificates["loopback"].cert_path))
     assert Config.from_env().webhook_ca_bundle == str(certificates["loopback"].cert_path)
+
+
+def test_an_expired_certificate_names_its_expiry_when_its_issuer_is_trusted(config, acme, certificates):
+    with contextlib.closing(Receiver(tls=certificates["expired"])) as receiver:
+        endpoint(acme, receiver.url)
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates["expired"].cert_path)))
+        assert worker.run_once()["pending"] == 1
+        worker.close()
+    [attempt] = attempts_of(event.id)
+    assert attempt.error == "TLS certificate verify failed (certificate has expired)"
+    assert WebhookEndpoint.get().down_since is not None
 
 
 def test_failure_phrase_reads_an_ssl_error_whose_reason_is_a_string():

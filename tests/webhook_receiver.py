@@ -33,6 +33,37 @@ def self_signed_certificate(directory: Path, names: str = "IP:127.0.0.1,DNS:loca
     return Certificate(cert, key)
 
 
+EXPIRED_CA_CONFIG = """[ca]
+default_ca = the_ca
+[the_ca]
+database = index.txt
+new_certs_dir = .
+serial = serial.txt
+default_md = sha256
+policy = policy
+[policy]
+commonName = supplied
+"""
+
+
+def expired_certificate(directory: Path) -> Certificate:
+    """A self-signed certificate for 127.0.0.1 valid only on 1 January 2020 (`openssl ca`, which alone
+    takes explicit dates), so that it is expired whatever today's date."""
+    work = directory / "expired"
+    work.mkdir()
+    (work / "ca.cnf").write_text(EXPIRED_CA_CONFIG)
+    (work / "index.txt").write_text("")
+    (work / "serial.txt").write_text("01\n")
+    (work / "extensions.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run = lambda *argv: subprocess.run(["openssl", *argv], cwd=work, check=True, capture_output=True)  # noqa: E731
+    run("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "request.csr",
+        "-subj", "/CN=expired webhook test receiver")
+    run("ca", "-batch", "-config", "ca.cnf", "-selfsign", "-keyfile", "key.pem", "-in", "request.csr",
+        "-out", "cert.pem", "-startdate", "20200101000000Z", "-enddate", "20200102000000Z",
+        "-extfile", "extensions.cnf", "-notext")
+    return Certificate(work / "cert.pem", work / "key.pem")
+
+
 @dataclass(frozen=True)
 class Received:
     path: str
