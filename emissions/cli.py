@@ -19,10 +19,12 @@ from playhouse import db_url
 
 import emissions
 
+from . import accounts
 from . import analytics
 from . import audit
 from . import auth
 from . import backup
+from . import clock
 from . import customers
 from . import factor_files
 from . import factors
@@ -122,7 +124,9 @@ def customer_dict(customer: Customer) -> dict:
 # --- commands ------------------------------------------------------------------------------------
 
 def cmd_migrate(args, config):
-    emit(args, {"applied": args.applied}, "applied: " + (", ".join(args.applied) or "nothing, up to date"))
+    # The text names the database: a relative SQLite path depends on the working directory.
+    emit(args, {"applied": args.applied}, f"database: {migrations.database_name(config.database_url)}\n"
+         "applied: " + (", ".join(args.applied) or "nothing, up to date"))
 
 
 ORG_CREATE_FIELDS = ("slug", "name", "status", "entitled")
@@ -170,7 +174,7 @@ def cmd_key_revoke(args, config):
 
 def cmd_key_list(args, config):
     org = organization(args.org)
-    now = models.utcnow()
+    now = clock.now()
     listed = [{**key.to_dict(), "status": keys.status(key, now)} for key in keys.of_organization(org)]
     emit(args, {"keys": listed}, "\n".join(
         f"{k['id']}\t{k['environment']}\t{k['prefix']}…\t{k['name'] or '-'}\t{','.join(k['scopes'])}\t"
@@ -353,7 +357,7 @@ def read_password(args, confirm: bool = True) -> str:
 
 
 def user(email: str) -> models.User:
-    found = workspace.accounts.find_user(email)
+    found = accounts.find_user(email)
     if found is None:
         raise CommandError(f"no user with email {email.strip().lower()}")
     return found
@@ -369,7 +373,7 @@ def cmd_user_create(args, config):
 def cmd_user_list(args, config):
     listed = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
                "last_sign_in_at": models.isoformat(u.last_sign_in_at)}
-              for u in workspace.accounts.users(organization(args.org) if args.org else None)]
+              for u in accounts.users(organization(args.org) if args.org else None)]
     emit(args, {"users": listed}, "\n".join(
         f"{u['email']}\t{u['organization']}\tcreated {u['created_at']}\tlast sign-in {u['last_sign_in_at'] or '-'}"
         for u in listed) or "no users")
@@ -506,7 +510,9 @@ def cmd_statement(args, config):
     with open(args.output, "w", encoding="utf-8", newline="") as out:
         out.write(content)
     emit(args, {"output": args.output, "format": args.format, "customer": args.customer, "period": found["period"],
-                "calculation_count": int(found["totals"]["calculation_count"])},
+                "calculation_count": int(found["totals"]["calculation_count"]),
+                "shipment_count": found["totals"]["shipment_count"],
+                "single_calculation_count": found["totals"]["single_calculation_count"]},
          f"wrote the {args.format} statement of {args.customer} to {args.output}")
     return 0
 
@@ -534,12 +540,12 @@ def cmd_webhook_rotate(args, config):
     endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR,
                                                        overlap_hours=args.overlap)
     ends = models.isoformat(endpoint.overlap_ends_at)
+    carrier = ("a second webhook-signature" if endpoint.signature == "standard"
+               else "X-Service-Webhook-Signature-Next")
     emit(args, {"url": endpoint.url, "secret": secret, "overlap_ends_at": ends},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; " + (
-             f"until {ends} attempts carry "
-             + ("a second webhook-signature" if endpoint.signature == "standard" else "X-Service-Webhook-Signature-Next")
-             + " under it beside the current signature, then it is the only one; `emissions webhook end-overlap` "
-             "switches now)" if ends
+             f"until {ends} attempts carry {carrier} under it beside the current "
+             f"signature, then it is the only one; `emissions webhook end-overlap` switches now)" if ends
              else "attempts from now on are signed with it only)"))
 
 
@@ -656,8 +662,8 @@ def warn_about_secret(config: Config) -> None:
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
-    from . import server  # Waitress and the app load only for the commands that serve
-    from . import workers
+    from .serving import server  # Waitress and the app load only for the commands that serve
+    from .serving import workers
 
     count = getattr(args, "workers", None) or config.workers
     try:
@@ -719,7 +725,7 @@ def quickstart_curl(key: str, host: str, port: int) -> str:
         "origin": {"code": "GBLON", "label": "London", "country": "GB"},
         "destination": {"code": "GBMNC", "label": "Manchester", "country": "GB"},
         "cargo": {"value": 12.5, "unit": "tonne"}, "distance": {"value": 320, "unit": "km"},
-        "activity_date": dt.date.today().isoformat(),
+        "activity_date": clock.today().isoformat(),
         "factor_reference": QUICKSTART_FACTOR}, separators=(",", ":"))
     return (f"curl -sS -X POST {base_url(host, port)}/v1/emissions/logistics \\\n"
             f"  -H 'Authorization: Bearer {key}' \\\n"
@@ -1006,16 +1012,21 @@ def password_options(sub, allow_argument: bool = True) -> None:
         sub.add_argument("--password", help="kept for scripts; lands in shell history: prefer --password-stdin")
 
 
-def pending_message(count: int) -> str:
-    """The one line a command meets on a database with `count` pending migrations."""
-    return f"the database has {count} pending migration{'s' if count != 1 else ''}: run `emissions migrate` first"
+def pending_message(count: int, database_url: str, new: bool = False) -> str:
+    """The one line a command meets on a database with `count` pending migrations; it names the
+    database, so that `emissions migrate` is run on that one and not on a new file elsewhere."""
+    message = (f"the database {migrations.database_name(database_url)} has {count} pending "
+               f"migration{'s' if count != 1 else ''}: run `emissions migrate` first")
+    if new:
+        message += " (the file does not exist yet: if your database is elsewhere, set DATABASE_URL to it)"
+    return message
 
 
-def refuse_if_pending(database) -> None:
+def refuse_if_pending(database, database_url: str) -> None:
     """A command other than migrate, serve and quickstart changes no schema: it stops at pending migrations."""
     waiting = migrations.pending(database)
     if waiting:
-        raise CommandError(pending_message(len(waiting)))
+        raise CommandError(pending_message(len(waiting), database_url))
 
 
 def is_new_sqlite_file(url: str) -> bool:
@@ -1054,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
         elif not migrating and is_new_sqlite_file(config.database_url):  # every migration is pending
-            raise CommandError(pending_message(len(migrations.available())))
+            raise CommandError(pending_message(len(migrations.available()), config.database_url, new=True))
         try:
             # A connect timeout and keepalives, but no statement timeout: a command may run long (prune, migrate).
             database = bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
@@ -1063,7 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
         if migrating:
             args.applied = migrations.run(database)
         else:
-            refuse_if_pending(database)
+            refuse_if_pending(database, config.database_url)
         status = args.handler(args, config)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is met below, not in a traceback
     except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import peewee as pw
 
-from . import jsoncodec
+from . import clock, jsoncodec
 from .db import db
 
 ENVIRONMENTS = ("test", "live")
@@ -19,10 +19,7 @@ HUB = "HUB"
 HUB_TYPES = ("transshipment", "storage_and_transshipment", "warehouse", "liquid_bulk_terminal", "container_terminal")
 # --- end shipments ---
 
-def utcnow() -> dt.datetime:
-    """The current time in UTC, without microseconds below the millisecond."""
-    now = dt.datetime.now(dt.timezone.utc)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+utcnow = clock.now  # the service's one clock (emissions/clock.py): records, pages and commands read it
 
 
 def new_id() -> str:

@@ -37,7 +37,7 @@ def test_a_shipment_is_drawn_as_nodes_and_legs_with_a_bar_per_element(client, dr
     assert len(re.findall(r'<g class="node place"', svg)) == 3 and len(re.findall(r'<g class="node hub"', svg)) == 1
     assert re.findall(r'<g class="leg mode-(\w+)" data-index="(\d)"', svg) == [("road", "0"), ("sea", "1"),
                                                                               ("road", "3")]
-    assert "Container terminal · GBFXT · 26.00 kgCO2e" in svg
+    assert "Container terminal · \u2068GBFXT\u2069 · 26.00 kgCO2e" in svg  # the place's name isolated
     assert "Sea · 22,399 km · 8,856.45 kgCO2e" in svg
     assert re.findall(r'<li data-index="(\d)"', page.text) == ["0", "1", "2", "3"]
     assert 'style="width: 100.00%"' in page.text  # the sea leg, the largest element

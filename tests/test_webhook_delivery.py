@@ -1023,7 +1023,8 @@ def test_a_certificate_for_another_host_names_the_mismatch_when_its_issuer_is_tr
         assert worker.run_once()["pending"] == 1
         worker.close()
     [attempt] = attempts_of(event.id)
-    assert attempt.error == "TLS certificate verify failed (IP address mismatch, certificate is not valid for '127.0.0.1')"
+    assert attempt.error == ("TLS certificate verify failed (IP address mismatch, certificate is not valid for "
+                             "'127.0.0.1')")
 
 
 def test_a_private_ca_in_webhook_ca_bundle_makes_its_receiver_trusted(config, acme, certificates):

@@ -491,9 +491,9 @@ def test_redeliver_and_prune_from_the_cli_are_audited(monkeypatch, capsys, confi
     assert code == 1  # a failed command records nothing
     rows = audit_rows("cli")
     assert rows[:2] == [("event.redelivered", event.id, "test", {"delivery_status": "failed"}),
-                        ("events.redelivered", f"since {since}", "test", {"statuses": ["failed"], "queued": 1})]
+                        ("event.redelivered_since", f"since {since}", "test", {"statuses": ["failed"], "queued": 1})]
     [(action, target, environment, details)] = rows[2:]
-    assert (action, environment, details) == ("events.pruned", None, {"older_than_days": 30, "events": 1, "attempts": 0})
+    assert (action, environment, details) == ("event.pruned", None, {"older_than_days": 30, "events": 1, "attempts": 0})
     assert target.startswith("before ")
 
 
@@ -511,4 +511,4 @@ def test_redeliver_and_test_events_from_the_workspace_and_the_retention_prune_ar
         ("event.redelivered", test_event.id, "test", {"delivery_status": "succeeded"})]
 
     scheduler.prune_job(0)()
-    assert [row[0] for row in audit_rows(scheduler.SCHEDULER_ACTOR)] == ["events.pruned"]
+    assert [row[0] for row in audit_rows(scheduler.SCHEDULER_ACTOR)] == ["event.pruned"]

@@ -20,8 +20,8 @@ TODAY = dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc)
 
 
 @pytest.fixture
-def signed_in(client, acme, monkeypatch):
-    monkeypatch.setattr(insights, "clock", lambda: TODAY)
+def signed_in(client, acme, fixed_clock):
+    fixed_clock(TODAY)
     workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
     sign_in(client)
     return acme
@@ -46,9 +46,10 @@ def shown_period(page) -> tuple[str, str]:
     ("2024-02-10", "this-month", "2024-02-01", "2024-02-29"),
     ("2026-05-31", "this-quarter", "2026-04-01", "2026-06-30"),
 ])
-def test_each_period_of_the_picker_is_its_exact_activity_dates(client, signed_in, monkeypatch, today, choice, start,
+def test_each_period_of_the_picker_is_its_exact_activity_dates(client, signed_in, fixed_clock, today, choice, start,
                                                                end):
-    monkeypatch.setattr(insights, "clock", lambda: dt.datetime.fromisoformat(today + "T23:59:59+00:00"))
+    fixed_clock(dt.datetime.fromisoformat(today + "T23:59:59+00:00"))
+    sign_in(client)  # a session of that day (one from another day has not begun or has ended)
     page = client.get("/workspace/customers/cust-1", {"period": choice} if choice else {})
     assert shown_period(page) == (start, end)
     assert f'<option value="{choice or "this-month"}" selected>' in page.text
@@ -143,7 +144,7 @@ def test_the_printable_statement_names_the_organization_customer_period_totals_a
     statement = client.get(link)
     found = statements.statement(signed_in.org.id, "test", "cust-1", dt.date(2026, 7, 1), dt.date(2026, 9, 30))
     text = statement.text
-    assert "Acme" in text and "Customer cust-1 (cust-1)" in text and "Activity dates 2026-07-01 to 2026-09-30" in text
+    assert "Acme" in text and "<bdi>Customer cust-1</bdi> (cust-1)" in text and "Activity dates 2026-07-01 to 2026-09-30" in text
     assert f'data-value="{jsoncodec.decimal_text(found["totals"]["emissions"]["value"])}"' in text
     assert re.findall(r'<th scope="row">(\d{4}-\d{2})</th>', text) == ["2026-08", "2026-09"]
     assert re.findall(r'<table id="statement-modes">.*?</table>', text, re.S)[0].count('<th scope="row">') == 3

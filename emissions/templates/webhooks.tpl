@@ -32,7 +32,7 @@
 % if endpoint is None:
   <p class="muted">No {{environment}} endpoint: events are recorded but not sent.</p>
 % else:
-  <p class="url"><code id="endpoint-url">{{endpoint.url}}</code> <span class="badge {{'ok' if endpoint.status == 'enabled' else 'bad'}}">{{endpoint.status}}</span></p>
+  <p class="url"><code id="endpoint-url"><bdi>{{endpoint.url}}</bdi></code> <span class="badge {{'ok' if endpoint.status == 'enabled' else 'bad'}}">{{endpoint.status}}</span></p>
   <p class="muted small" id="endpoint-signature">Signed {{'the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature)' if endpoint.signature == 'standard' else 'with the X-Service-Webhook-* headers'}}</p>
 %   if endpoint.disabled_reason:
   <p class="muted small">{{endpoint.disabled_reason}}</p>

@@ -177,8 +177,9 @@ def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "
                 (WebhookEvent.organization == endpoint_organization)
                 & (WebhookEvent.environment == endpoint_environment) & (WebhookEvent.created_at >= since)
                 & WebhookEvent.delivery_status.in_(list(statuses)) & pw.fn.EXISTS(enabled)).execute()
-        audit.record("events.redelivered", f"since {isoformat(since)}", actor=actor, organization=organization_id,
-                     environment=environment, details={"statuses": list(statuses), "queued": queued})
+        audit.record("event.redelivered_since", f"since {isoformat(since)}", actor=actor,
+                     organization=organization_id, environment=environment,
+                     details={"statuses": list(statuses), "queued": queued})
     return queued
 
 
@@ -208,7 +209,7 @@ def prune(older_than: dt.timedelta, now: dt.datetime | None = None, *, actor: st
                      .limit(PRUNE_BATCH)]
             if not batch:
                 days = older_than / dt.timedelta(days=1)
-                audit.record("events.pruned", f"before {isoformat(cutoff)}", actor=actor,
+                audit.record("event.pruned", f"before {isoformat(cutoff)}", actor=actor,
                              details={"older_than_days": int(days) if days.is_integer() else days, **deleted})
                 return deleted
             deleted["attempts"] += WebhookAttempt.delete().where(WebhookAttempt.event.in_(batch)).execute()

@@ -17,18 +17,31 @@ HUB_NAMES = {"transshipment": "Transshipment", "storage_and_transshipment": "Sto
              "container_terminal": "Container terminal"}
 
 
+FIRST_STRONG_ISOLATE, POP_DIRECTIONAL_ISOLATE = "\u2068", "\u2069"
+
+
+def isolated(text: str) -> str:
+    """The text as a bidirectional isolate: text stored with an override (U+202E) cannot reorder the
+    figures after it, in an SVG title or text, which hold no <bdi>."""
+    return FIRST_STRONG_ISOLATE + text + POP_DIRECTIONAL_ISOLATE
+
+
 def place_name(place: dict | None) -> str:
-    """How a place reads: its label, else its code, IATA or UN/LOCODE, else its coordinates."""
+    """How a place reads: its label, else its code, IATA or UN/LOCODE (isolated), else its coordinates."""
     if not place:
         return "—"
     for name in ("label", "code", "iata", "locode"):
         if name in place:
-            return str(place[name])
+            return isolated(str(place[name]))
     return f"{place['latitude']}, {place['longitude']}"
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= LABEL_LENGTH else text[:LABEL_LENGTH - 1] + "…"
+    if len(text) <= LABEL_LENGTH:
+        return text
+    short = text[:LABEL_LENGTH - 1] + "…"
+    # an isolate cut open is closed again, or it would swallow what follows
+    return short + POP_DIRECTIONAL_ISOLATE * (short.count(FIRST_STRONG_ISOLATE) - short.count(POP_DIRECTIONAL_ISOLATE))
 
 
 def _number(value, places: int = 2) -> str:
@@ -42,10 +55,11 @@ def nodes_and_edges(shipment: dict) -> tuple[list[dict], list[dict]]:
     for element in shipment["elements"]:
         if element["type"] == "hub":
             name = HUB_NAMES[element["hub_type"]]
-            if nodes and nodes[-1]["kind"] == "place":  # the hub at the place the last leg reached
+            where = place_name(element.get("location")) if element.get("location") else ""
+            if nodes and nodes[-1]["kind"] == "place" and where in ("", nodes[-1]["name"]):
+                # the hub at the place the last leg reached (a hub elsewhere is a node of its own)
                 nodes[-1].update(kind="hub", name=f"{name} · {nodes[-1]['name']}", element=element)
             else:
-                where = place_name(element.get("location")) if element.get("location") else ""
                 nodes.append({"kind": "hub", "name": f"{name} · {where}" if where else name, "element": element})
             continue
         if not nodes:
@@ -61,6 +75,11 @@ def chain_svg(shipment: dict) -> str:
     height = TOP * 2 + STEP * (len(nodes) - 1)
     parts = [f'<svg class="chain" viewBox="0 0 {WIDTH} {height}" role="img" '
              f'aria-label="Transport chain of {len(shipment["elements"])} elements">']
+    # Consecutive nodes no leg joins (a hub after a hub, or a hub elsewhere than the leg's end) are
+    # joined by a handover line, so the chain has no gap.
+    for start in sorted(set(range(len(nodes) - 1)) - {edge["from"] for edge in edges}):
+        y = TOP + STEP * start
+        parts.append(f'<line class="handover" x1="14" x2="14" y1="{y}" y2="{y + STEP}"/>')
     for edge in edges:
         leg, y = edge["element"], TOP + STEP * edge["from"]
         label = (f"{leg['mode'].title()} · {_number(leg['distance']['value'], 0)} km · "

@@ -8,6 +8,7 @@ is added to the calculation's write path for the workspace.
 """
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import io
 import json
@@ -17,6 +18,7 @@ from decimal import Decimal
 
 import peewee as pw
 
+from .. import clock
 from .. import csvfile
 from .. import jsoncodec
 from .. import limits
@@ -25,7 +27,7 @@ from .. import statements
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, exact_sum
 from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
-                      Shipment, WebhookAttempt, WebhookEvent, isoformat, utcnow)
+                      Shipment, WebhookAttempt, WebhookEvent, isoformat)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000
@@ -55,7 +57,7 @@ class Usage:
 
 def usage(organization: Organization, test_default: int, now: dt.datetime | None = None) -> list[Usage]:
     """This month's billable calculations against capacity, per environment."""
-    counts = limits.usage(organization, limits.period_of(now or utcnow()))
+    counts = limits.usage(organization, limits.period_of(now or clock.now()))
     return [Usage(env, counts[env], limits.capacity_for(organization, env, test_default)) for env in ("test", "live")]
 
 
@@ -109,7 +111,7 @@ def emissions_by_activity(organization_id: int, environment: str, first: dt.date
 def daily_by_activity(organization_id: int, environment: str, days: int = 30,
                       now: dt.datetime | None = None, rows: list | None = None) -> list[Day]:
     """Calculations and kgCO2e per activity day for the last `days` days (today included), zeros too."""
-    today = (now or utcnow()).date()
+    today = (now or clock.now()).date()
     first = today - dt.timedelta(days=days - 1)
     found: dict[dt.date, list] = {}
     for day, mode, calculations, kg in _within(rows, organization_id, environment, first, today):
@@ -221,6 +223,22 @@ def page(organization_id: int, environment: str, filters: Filters, cursor=None, 
         return [], None
     rows = list(_after(query, cursor).limit(size + 1).objects())
     return rows[:size], (cursor_of(rows[size - 1]) if len(rows) > size else None)
+
+
+def recent(organization_id: int, environment: str, filters: Filters, size: int) -> list:
+    """The newest `size` calculations, and past them the rest of the last one's shipment: its legs share
+    its created_at and external reference, and come in chain order (shipments.py makes their ids so)."""
+    rows, _ = page(organization_id, environment, filters, size=size + MAX_LEGS)
+    shown = rows[:size]
+    for row in rows[size:]:
+        last = shown[-1]
+        if (row.created_at, row.external_reference) != (last.created_at, last.external_reference):
+            break
+        shown.append(row)
+    return shown
+
+
+MAX_LEGS = 10  # a shipment's elements are at most 10
 
 
 CSV_COLUMNS = ("id", "created_at", "environment", "customer_reference", "external_reference", "mode",
@@ -367,7 +385,6 @@ def co2e_text(kg) -> str:
 PERIOD_CHOICES = (("this-month", "This month"), ("last-month", "Last month"), ("this-quarter", "This quarter"),
                   ("last-quarter", "Last quarter"), ("this-year", "This year"), ("last-year", "Last year"),
                   ("all", "All time"), ("custom", "Custom"))
-clock = utcnow  # the picker's "today" (tests set a fixed one)
 
 
 @dataclass
@@ -417,7 +434,7 @@ def period_dates(choice: str, today: dt.date) -> tuple[dt.date | None, dt.date |
 
 def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None = None) -> tuple[Period, list[str]]:
     """The period the page's query asks for (this month by default) and what is wrong with it."""
-    today = today or clock().date()
+    today = today or clock.today()
     if (from_text or to_text) and choice in ("", "custom"):
         choice = "custom"
     elif choice != "custom":  # a named period leaves the custom dates of the form unused
@@ -460,7 +477,7 @@ def months_by_mode(organization_id: int, environment: str, reference: str, found
     months = []
     for entry in found["analytics"]["by_month"]:
         first = dt.date.fromisoformat(entry["month"] + "-01")
-        last = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+        last = first.replace(day=calendar.monthrange(first.year, first.month)[1])  # also in December 9999
         start = max(first, period.start) if period.start else first
         end = min(last, period.end) if period.end else last
         text = periods.analytics_json(organization_id, environment, reference, start, end)

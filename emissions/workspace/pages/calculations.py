@@ -8,9 +8,10 @@ from urllib.parse import urlencode
 import bottle
 
 from ... import jsoncodec
-from ...models import MODES, utcnow
+from ... import clock
+from ...models import MODES
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import pretty_json, query_parameter, render, request_id
 from ..session import Pages, signed_in
 
@@ -62,7 +63,7 @@ class CalculationPages(Pages):
         bottle.response.set_header("Content-Type", "text/csv; charset=utf-8")
         bottle.response.set_header("Content-Disposition",
                                    f'attachment; filename="calculations-{session.environment}-'
-                                   f'{utcnow().date().isoformat()}.csv"')
+                                   f'{clock.today().isoformat()}.csv"')
         lines = insights.csv_lines(session.organization.id, session.environment, filters)
         # The header and the first batch are read here, so that a failing query is still an error
         # page; a failure later can only cut the download short (the client sees it incomplete).

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ... import customers
+from ... import text
 from ... import keys
-from ...models import SCOPES, utcnow
+from ... import clock
+from ...models import SCOPES
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import redirect, render
 from ..session import Pages, field, form_post, signed_in
 
@@ -20,7 +21,7 @@ class KeyPages(Pages):
                   shown: dict | None = None):
         listed = keys.of_organization(session.organization, session.environment, newest_first=True)
         return render("keys", status, title="API keys", keys=listed, scopes=SCOPES, error=error,
-                      form=form or {"scopes": list(SCOPES[:2])}, shown=shown, now=utcnow(),
+                      form=form or {"scopes": list(SCOPES[:2])}, shown=shown, now=clock.now(),
                       **self.chrome(session, "keys"))
 
     @signed_in
@@ -36,14 +37,14 @@ class KeyPages(Pages):
         kept = {"name": field(form, "name"), "environment": field(form, "environment"),
                 "scopes": form.get("scopes", []), "expires_on": field(form, "expires_on")}
         name = kept["name"][:200]
-        if customers.has_control_character(name):  # the rule for customer names
-            return self.keys_page(error="The key was not created: name must not contain line breaks or other "
-                                        "control characters.", status=400, form=kept)
+        if text.problem(name):
+            return self.keys_page(error=f"The key was not created: name {text.problem(name)}.", status=400,
+                                  form=kept)
         expires_at = None
         if kept["expires_on"]:
             # YYYY-MM-DD only: fromisoformat also takes 20260101 and the week form 2026W011.
             day = insights.parse_date(kept["expires_on"])
-            if day is None or day <= utcnow().date():
+            if day is None or day <= clock.today():
                 return self.keys_page(error="The expiry date must be a date after today, as YYYY-MM-DD.",
                                       status=400, form=kept)
             expires_at = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
