@@ -120,7 +120,7 @@ def env_addresses(name: str) -> tuple[str, ...]:
     return parts
 
 
-def env_ca_bundle(name: str) -> str | None:
+def env_certificates(name: str) -> str | None:
     """A PEM file of CA certificates, checked now: a path that cannot be read or holds no
     certificate is a start-up error, not a failed delivery later."""
     path = env_str(name)
@@ -202,7 +202,7 @@ class Config:
             webhook_timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1),
             webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
             webhook_allow_private_test=env_bool("WEBHOOK_ALLOW_PRIVATE_TEST", False),
-            webhook_ca_bundle=env_ca_bundle("WEBHOOK_CA_BUNDLE"),
+            webhook_ca_bundle=env_certificates("WEBHOOK_CA_BUNDLE"),
             threads=env_int("THREADS", 0, minimum=1) or None,
             workspace_threads=env_int("WORKSPACE_THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
