@@ -39,6 +39,7 @@ from . import statements
 from .webhooks import delivery as webhook_delivery
 from .webhooks import endpoints as webhook_endpoints
 from .webhooks import events as webhook_events
+from .webhooks import signing as webhook_signing
 from . import workspace
 from .config import MAX_RETENTION_DAYS, MAX_WORKERS, Config, ConfigError
 from .csvimport import ImportRejected
@@ -521,15 +522,17 @@ def cmd_webhook_set(args, config):
     previous = webhook_endpoints.endpoint_for(org.id, args.env)
     endpoint, secret = webhook_endpoints.set_endpoint(org.id, args.env, args.url, actor=audit.CLI_ACTOR,
                                                       allow_private_live=config.webhook_allow_private_live,
-                                                      allow_private_test=config.webhook_allow_private_test)
+                                                      allow_private_test=config.webhook_allow_private_test,
+                                                      signature=args.signature)
     if previous is not None and previous.status == "disabled":
         skipped = webhook_events.skipped_since(org.id, args.env, previous.updated_at)
         if skipped:
             print(f"emissions: {skipped} events were skipped while the endpoint was disabled; "
                   f"`emissions webhook redeliver --since {models.isoformat(previous.updated_at)} --status skipped "
                   f"--org {org.slug} --env {args.env}` sends them", file=sys.stderr)
-    emit(args, {"url": endpoint.url, "secret": secret},
-         f"{endpoint.url}\nsecret: {secret}\n(shown once: store it where the receiver reads it)")
+    emit(args, {"url": endpoint.url, "secret": secret, "signature": endpoint.signature},
+         f"{endpoint.url}\nsecret: {secret}\nsignature: {endpoint.signature}\n"
+         "(shown once: store it where the receiver reads it)")
 
 
 def cmd_webhook_rotate(args, config):
@@ -537,9 +540,11 @@ def cmd_webhook_rotate(args, config):
     endpoint, secret = webhook_endpoints.rotate_secret(org.id, args.env, actor=audit.CLI_ACTOR,
                                                        overlap_hours=args.overlap)
     ends = models.isoformat(endpoint.overlap_ends_at)
+    carrier = ("a second webhook-signature" if endpoint.signature == "standard"
+               else "X-Service-Webhook-Signature-Next")
     emit(args, {"url": endpoint.url, "secret": secret, "overlap_ends_at": ends},
          f"{endpoint.url}\nsecret: {secret}\n(shown once; " + (
-             f"until {ends} attempts carry X-Service-Webhook-Signature-Next under it beside the current "
+             f"until {ends} attempts carry {carrier} under it beside the current "
              f"signature, then it is the only one; `emissions webhook end-overlap` switches now)" if ends
              else "attempts from now on are signed with it only)"))
 
@@ -585,19 +590,19 @@ def cmd_webhook_redeliver(args, config):
     if (args.event_id is None) == (args.since is None):
         raise CommandError("give an event id, or --since DATE for every event since then")
     if args.event_id is not None:
-        event = webhook_events.redeliver(args.event_id)
+        event = webhook_events.redeliver(args.event_id, actor=audit.CLI_ACTOR)
         emit(args, event.to_dict(), f"queued {event.id} for delivery now")
         return
     since = parse_timestamp(args.since)
     statuses = tuple(status.strip() for status in args.status.split(",") if status.strip())
     org_id = organization(args.org).id if args.org else None
-    queued = webhook_events.redeliver_since(since, statuses, org_id, args.env)
+    queued = webhook_events.redeliver_since(since, statuses, org_id, args.env, actor=audit.CLI_ACTOR)
     emit(args, {"queued": queued, "since": models.isoformat(since), "statuses": list(statuses)},
          f"queued {queued} events created since {models.isoformat(since)} ({', '.join(statuses)}) for delivery now")
 
 
 def cmd_prune(args, config):
-    deleted = webhook_events.prune(dt.timedelta(days=args.older_than))
+    deleted = webhook_events.prune(dt.timedelta(days=args.older_than), actor=audit.CLI_ACTOR)
     emit(args, {**deleted, "older_than_days": args.older_than},
          f"deleted {deleted['events']} finished webhook events and {deleted['attempts']} attempts "
          f"older than {args.older_than} days")
@@ -966,6 +971,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--env", required=True, choices=["test", "live"])
         if name == "set":
             sub.add_argument("--url", required=True)
+            sub.add_argument("--signature", choices=webhook_signing.SCHEMES,
+                             help="service: the X-Service-Webhook-* headers (a new endpoint's default); standard: "
+                                  "Standard Webhooks (webhook-id, -timestamp, -signature); unset: keep the endpoint's")
         if name == "rotate":
             sub.add_argument("--overlap", type=float, default=webhook_endpoints.DEFAULT_OVERLAP_HOURS, metavar="HOURS",
                              help="hours both secrets sign deliveries (default "

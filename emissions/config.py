@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import ssl
 from dataclasses import dataclass, replace
 
 from . import postgres
@@ -119,6 +120,24 @@ def env_addresses(name: str) -> tuple[str, ...]:
     return parts
 
 
+def env_certificates(name: str) -> str | None:
+    """A PEM file of CA certificates, checked now: a path that cannot be read or holds no
+    certificate is a start-up error, not a failed delivery later."""
+    path = env_str(name)
+    if path is None:
+        return None
+    try:
+        ssl.create_default_context(cafile=path)
+    except FileNotFoundError:
+        raise ConfigError(f"{name} names {path}, which does not exist") from None
+    except ssl.SSLError as exc:
+        raise ConfigError(f"{name} must be a PEM file of CA certificates; {path} is not "
+                          f"({exc.reason or exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"{name} names {path}, which cannot be read ({exc.strerror or exc})") from None
+    return path
+
+
 MIN_SECRET_KEY_LENGTH = 32
 
 
@@ -146,6 +165,7 @@ class Config:
     webhook_timeout_seconds: float = 10.0
     webhook_allow_private_live: bool = False
     webhook_allow_private_test: bool = False  # quickstart and the integrators' Sandbox turn it on
+    webhook_ca_bundle: str | None = None  # PEM file of CAs trusted beside the default ones
     threads: int | None = None  # None: default_threads(database_url)
     workspace_threads: int | None = None  # None: default_workspace_threads(database_url)
     log_requests: bool = True
@@ -182,6 +202,7 @@ class Config:
             webhook_timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1),
             webhook_allow_private_live=env_bool("WEBHOOK_ALLOW_PRIVATE_LIVE", False),
             webhook_allow_private_test=env_bool("WEBHOOK_ALLOW_PRIVATE_TEST", False),
+            webhook_ca_bundle=env_certificates("WEBHOOK_CA_BUNDLE"),
             threads=env_int("THREADS", 0, minimum=1) or None,
             workspace_threads=env_int("WORKSPACE_THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),

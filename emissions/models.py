@@ -377,6 +377,8 @@ class WebhookEndpoint(BaseModel):
     # Known down (0014): since when its receiver stopped answering, and when the next probe may go out.
     down_since = TimestampField(null=True)
     down_until = TimestampField(null=True)
+    # How deliveries are signed (0018): service (X-Service-Webhook-*) | standard (Standard Webhooks).
+    signature = pw.CharField(max_length=16, default="service")
     created_at = TimestampField(default=utcnow)
     updated_at = TimestampField(default=utcnow)
 
@@ -390,6 +392,7 @@ class WebhookEndpoint(BaseModel):
             "environment": self.environment,
             "url": self.url,
             "status": self.status,
+            "signature": self.signature,
             "disabled_reason": self.disabled_reason,
             "down_since": isoformat(self.down_since),
             "next_probe_at": isoformat(self.down_until) if self.down_since else None,

@@ -13,6 +13,7 @@ from .webhooks.delivery import Deliverer
 
 JOB_ID = "deliver-webhooks"
 PRUNE_JOB_ID = "prune-webhooks"
+SCHEDULER_ACTOR = "scheduler"  # the audit trail's actor for what RETENTION_DAYS deletes
 
 log = logging.getLogger("emissions.webhooks")
 
@@ -21,7 +22,7 @@ def prune_job(retention_days: int):
     """The daily job RETENTION_DAYS asks for: delete finished webhook events older than that."""
     def run() -> None:
         try:
-            deleted = webhook_events.prune(dt.timedelta(days=retention_days))
+            deleted = webhook_events.prune(dt.timedelta(days=retention_days), actor=SCHEDULER_ACTOR)
             log.info("pruned webhook events", extra={"fields": {"pruned": deleted, "older_than_days": retention_days}})
         except Exception:
             log.exception("pruning webhook events failed; tomorrow's run retries")

@@ -358,7 +358,7 @@ def test_redelivering_a_pending_event_makes_it_due_now_and_keeps_its_attempts(ac
     event_id = make_event(acme, "pending", 0, attempts=2)
     later = utcnow() + dt.timedelta(hours=2)
     WebhookEvent.update(next_attempt_at=later, attempt_count=2).where(WebhookEvent.id == event_id).execute()
-    event = webhook_events.redeliver(event_id)
+    event = webhook_events.redeliver(event_id, actor="test")
     assert (event.delivery_status, event.attempt_count) == ("pending", 2)
     assert event.next_attempt_at <= utcnow()
 

@@ -86,14 +86,14 @@ def test_redeliver_since_and_prune_read_only_their_range(monkeypatch, history, a
     since = models.utcnow() - dt.timedelta(hours=1)
     for organization_id, environment in ((None, None), (acme.org.id, None), (acme.org.id, "test")):
         sent = statements_of(monkeypatch, lambda: webhook_events.redeliver_since(
-            since, ("failed", "skipped"), organization_id, environment))
+            since, ("failed", "skipped"), organization_id, environment, actor="test"))
         for statement in reads(sent):
             assert_reads_no_history(*statement)
-    sent = statements_of(monkeypatch, lambda: webhook_events.prune(dt.timedelta(days=30)))  # nothing to delete
+    sent = statements_of(monkeypatch, lambda: webhook_events.prune(dt.timedelta(days=30), actor="test"))  # nothing to delete
     assert reads(sent)
     for statement in reads(sent):
         assert_reads_no_history(*statement)
-    deleted = statements_of(monkeypatch, lambda: webhook_events.prune(dt.timedelta(days=-1)))  # everything finished
+    deleted = statements_of(monkeypatch, lambda: webhook_events.prune(dt.timedelta(days=-1), actor="test"))  # everything finished
     for statement in reads(deleted):
         assert_reads_no_history(*statement)
 
@@ -104,7 +104,7 @@ def test_redeliver_since_reads_only_the_events_of_enabled_endpoints(monkeypatch,
     since = models.utcnow() - dt.timedelta(hours=1)
     for organization_id, environment in ((None, None), (acme.org.id, None), (acme.org.id, "test")):
         sent = statements_of(monkeypatch, lambda: webhook_events.redeliver_since(
-            since, ("failed", "skipped"), organization_id, environment))
+            since, ("failed", "skipped"), organization_id, environment, actor="test"))
         updates = [(statement, params) for statement, params in reads(sent) if statement.startswith("UPDATE")]
         assert len(updates) == 1, sent
         [(statement, params)] = updates
@@ -112,7 +112,7 @@ def test_redeliver_since_reads_only_the_events_of_enabled_endpoints(monkeypatch,
         if not isinstance(models.db.obj, pw.PostgresqlDatabase):
             assert "webhook_event_organization_created" in plan(statement, params), plan(statement, params)
     models.WebhookEndpoint.update(status="disabled").execute()
-    sent = statements_of(monkeypatch, lambda: webhook_events.redeliver_since(since, ("failed", "skipped")))
+    sent = statements_of(monkeypatch, lambda: webhook_events.redeliver_since(since, ("failed", "skipped"), actor="test"))
     assert not reads(sent), sent
 
 

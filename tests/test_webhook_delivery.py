@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -11,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -18,6 +20,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import requests
+import requests.certs
+import standardwebhooks
+import urllib3.exceptions
 
 from emissions import scheduler
 from emissions.webhooks import delivery as webhook_delivery
@@ -25,8 +31,9 @@ from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from conftest import logistics_body, make_customer, make_key, post_calculation, record_statements
+from emissions.config import Config, ConfigError
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, utcnow
-from webhook_receiver import Receiver, documented_verify
+from webhook_receiver import RawPeer, Receiver, documented_verify, expired_certificate, self_signed_certificate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -221,8 +228,8 @@ def test_delivery_fails_after_the_last_attempt_and_redeliver_starts_a_new_round(
     event = WebhookEvent.get()
     assert (event.delivery_status, event.attempt_count, event.next_attempt_at) == ("failed", 3, None)
 
-    assert webhook_events.redeliver(event.id).delivery_status == "pending"
-    again = webhook_events.redeliver(event.id)  # already pending: stays so, due now
+    assert webhook_events.redeliver(event.id, actor="test").delivery_status == "pending"
+    again = webhook_events.redeliver(event.id, actor="test")  # already pending: stays so, due now
     assert (again.delivery_status, again.attempt_count) == ("pending", 0)
     clock.now = utcnow()
     assert worker.run_once()["succeeded"] == 1
@@ -532,7 +539,7 @@ def test_a_test_event_sent_while_the_endpoint_is_down_makes_the_next_poll_probe_
                            down_until=utcnow() + dt.timedelta(minutes=5)).execute()
     worker = deliverer(config)
     assert sum(worker.run_once().values()) == 0  # down until its probe time
-    test_event = webhook_events.send_test_event(acme.org.id, "test")
+    test_event = webhook_events.send_test_event(acme.org.id, "test", actor="test")
     assert worker.run_once()["succeeded"] == 3
     worker.close()
     # The probe is the oldest due delivery; once it is answered, the rest follow, the test event among them.
@@ -654,11 +661,11 @@ def test_410_disables_the_endpoint_and_later_deliveries_wait_for_a_new_one(clien
     # Never to be delivered as things stand: no copy of the calculation's body is kept.
     assert skipped.delivery_status == "skipped" and skipped.stored_payload == ""
     with pytest.raises(webhook_endpoints.WebhookError, match="no enabled webhook endpoint"):
-        webhook_events.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id)
+        webhook_events.redeliver(WebhookEvent.get(WebhookEvent.delivery_status == "failed").id, actor="test")
 
     endpoint(acme, receiver.url)  # the operator sets it again: enabled
     skipped = WebhookEvent.get(WebhookEvent.delivery_status == "skipped")
-    webhook_events.redeliver(skipped.id)
+    webhook_events.redeliver(skipped.id, actor="test")
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     receiver.close()
@@ -803,7 +810,7 @@ def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_ope
     worker.close()
     worker = deliverer(strict, resolve=lambda host, port, type=0: [
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))])  # rebinding: public, then loopback
-    webhook_events.redeliver(WebhookEvent.get().id)  # retried now: the endpoint is probed now
+    webhook_events.redeliver(WebhookEvent.get().id, actor="test")  # retried now: the endpoint is probed now
     assert worker.run_once()["pending"] == 1
     worker.close()
     assert receiver.received == []
@@ -813,7 +820,7 @@ def test_a_test_endpoint_that_now_resolves_to_loopback_is_refused_unless_the_ope
     assert second.error.startswith("refused: the connection reached a loopback address; test endpoints")
 
     worker = deliverer(config)  # the allowance on: the same endpoint is delivered to
-    webhook_events.redeliver(WebhookEvent.get().id)
+    webhook_events.redeliver(WebhookEvent.get().id, actor="test")
     assert worker.run_once()["succeeded"] == 1
     worker.close()
     assert len(receiver.received) == 1
@@ -936,3 +943,241 @@ def test_an_outage_logs_its_first_failure_whole_then_a_line_a_minute_then_the_re
                                  "error": "could not connect to server"}
     assert records[2].fields == {"message": "webhook delivery run succeeding again", "failures": 31}
     sender.close()
+
+
+# --- every way the transport can fail, through the same path -----------------------------------
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    """Self-signed certificates: one for this machine's loopback address, one for another host name."""
+    directory = tmp_path_factory.mktemp("certificates")
+    return {"loopback": self_signed_certificate(directory),
+            "elsewhere": self_signed_certificate(directory, "DNS:elsewhere.example"),
+            "expired": expired_certificate(directory)}
+
+
+def transport_peer(kind: str, certificates, stack: contextlib.ExitStack):
+    """A peer on loopback failing the attempt in one way; the URL a delivery goes to."""
+    if kind == "refused":
+        return stack.enter_context(contextlib.closing(Receiver(listening=False))).url
+    if kind in ("reset", "garbage"):
+        return stack.enter_context(contextlib.closing(RawPeer(kind))).url
+    if kind == "timeout":
+        hold = threading.Event()
+        stack.callback(hold.set)
+        return stack.enter_context(contextlib.closing(Receiver(hold=hold))).url
+    if kind == "dns":
+        return "http://receiver.invalid/hooks"  # the reserved TLD never resolves
+    if kind == "self-signed":
+        return stack.enter_context(contextlib.closing(Receiver(tls=certificates["loopback"]))).url
+    if kind == "wrong-host":
+        return stack.enter_context(contextlib.closing(Receiver(tls=certificates["elsewhere"]))).url
+    if kind == "plain-http":  # https:// to a receiver speaking plain HTTP: the handshake fails
+        return stack.enter_context(contextlib.closing(Receiver())).url.replace("http://", "https://")
+    if kind == "redirect":
+        return stack.enter_context(contextlib.closing(Receiver(statuses=[302]))).url
+    raise AssertionError(kind)
+
+
+TRANSPORT_FAILURES = {
+    "refused": "connection refused",
+    "reset": "connection reset",
+    "timeout": "timed out after 0.5 s",
+    "dns": "host not found",
+    "self-signed": "TLS certificate verify failed (self-signed certificate)",
+    "wrong-host": "TLS certificate verify failed (self-signed certificate)",
+    "plain-http": "TLS handshake failed",
+    "garbage": "the answer is not HTTP",
+    "redirect": "HTTP 302",
+}
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("kind", sorted(TRANSPORT_FAILURES))
+def test_every_transport_failure_is_a_recorded_attempt_and_a_down_endpoint(config, acme, certificates, kind):
+    """Issue 32: a failure the transport raises, however it wraps its cause, is a recorded attempt
+    naming it; no answer from the receiver marks the endpoint down, with its next probe."""
+    with contextlib.ExitStack() as stack:
+        endpoint(acme, transport_peer(kind, certificates, stack))
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        clock = Clock()  # from now on: the event is due
+        worker = deliverer(config.with_(webhook_timeout_seconds=0.5), clock=clock)
+        stack.callback(worker.close)
+        assert worker.run_once() == {"succeeded": 0, "pending": 1, "failed": 0, "lease-lost": 0}
+    [attempt] = attempts_of(event.id)
+    assert attempt.error == TRANSPORT_FAILURES[kind]
+    assert WebhookEvent.get_by_id(event.id).delivery_status == "pending"
+    stored = WebhookEndpoint.get()
+    if kind == "redirect":  # an answer: the receiver is up
+        assert (attempt.status_code, stored.down_since) == (302, None)
+    else:
+        assert attempt.status_code is None
+        assert (stored.down_since, stored.down_until) == (clock.now, clock.now + dt.timedelta(seconds=5))
+
+
+def test_a_certificate_for_another_host_names_the_mismatch_when_its_issuer_is_trusted(config, acme, certificates):
+    with contextlib.closing(Receiver(tls=certificates["elsewhere"])) as receiver:
+        endpoint(acme, receiver.url)
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates["elsewhere"].cert_path)))
+        assert worker.run_once()["pending"] == 1
+        worker.close()
+    [attempt] = attempts_of(event.id)
+    assert attempt.error == ("TLS certificate verify failed (IP address mismatch, certificate is not valid for "
+                             "'127.0.0.1')")
+
+
+def test_a_private_ca_in_webhook_ca_bundle_makes_its_receiver_trusted(config, acme, certificates):
+    """Issue 32: without the bundle the self-signed receiver fails, recorded with its cause; with it, it succeeds."""
+    with contextlib.closing(Receiver(tls=certificates["loopback"])) as receiver:
+        endpoint(acme, receiver.url)
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        untrusting = deliverer(config)
+        assert untrusting.run_once()["pending"] == 1
+        untrusting.close()
+        WebhookEvent.update(next_attempt_at=utcnow()).where(WebhookEvent.id == event.id).execute()
+        WebhookEndpoint.update(down_since=None, down_until=None).execute()
+        trusting = deliverer(config.with_(webhook_ca_bundle=str(certificates["loopback"].cert_path)))
+        assert trusting.run_once()["succeeded"] == 1
+        trusting.close()
+    assert [(attempt.status_code, attempt.error) for attempt in attempts_of(event.id)] == [
+        (None, "TLS certificate verify failed (self-signed certificate)"), (200, None)]
+    assert [received.event_id for received in receiver.received] == [event.id]
+
+
+def test_the_ca_bundle_adds_to_the_default_trust(certificates):
+    context = webhook_delivery.trust_context(str(certificates["loopback"].cert_path))
+    bundled = {certificate["serialNumber"] for certificate in context.get_ca_certs()}
+    defaults = ssl.create_default_context(cafile=requests.certs.where()).get_ca_certs()
+    assert len(defaults) > 100 and {certificate["serialNumber"] for certificate in defaults} <= bundled
+    assert ssl.PEM_cert_to_DER_cert(certificates["loopback"].cert_path.read_text()) in context.get_ca_certs(True)
+    assert webhook_delivery.trust_context(None) is None  # unset: requests' own default
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "WEBHOOK_CA_BUNDLE names .* which does not exist"),
+    ("not a certificate\n", "WEBHOOK_CA_BUNDLE must be a PEM file of CA certificates; .* is not"),
+    ("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n", "WEBHOOK_CA_BUNDLE must be a PEM file"),
+])
+def test_a_ca_bundle_that_is_missing_or_not_pem_stops_the_start(tmp_path, monkeypatch, content, message):
+    bundle = tmp_path / "ca.pem"
+    if content is not None:
+        bundle.write_text(content)
+    monkeypatch.setenv("WEBHOOK_CA_BUNDLE", str(bundle))
+    with pytest.raises(ConfigError, match=message):
+        Config.from_env()
+    result = subprocess.run([sys.executable, "-m", "emissions", "deliver", "--once"], cwd=tmp_path,
+                            env={**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and re.search(message, result.stderr) and "Traceback" not in result.stderr
+
+
+def test_a_readable_ca_bundle_is_taken(tmp_path, monkeypatch, certificates):
+    monkeypatch.setenv("WEBHOOK_CA_BUNDLE", str(certificates["loopback"].cert_path))
+    assert Config.from_env().webhook_ca_bundle == str(certificates["loopback"].cert_path)
+
+
+def test_an_expired_certificate_names_its_expiry_when_its_issuer_is_trusted(config, acme, certificates):
+    with contextlib.closing(Receiver(tls=certificates["expired"])) as receiver:
+        endpoint(acme, receiver.url)
+        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates["expired"].cert_path)))
+        assert worker.run_once()["pending"] == 1
+        worker.close()
+    [attempt] = attempts_of(event.id)
+    assert attempt.error == "TLS certificate verify failed (certificate has expired)"
+    assert WebhookEndpoint.get().down_since is not None
+
+
+def test_failure_phrase_reads_an_ssl_error_whose_reason_is_a_string():
+    """ssl.SSLError.reason is text ("CERTIFICATE_VERIFY_FAILED"), not an exception to follow."""
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    verify.reason, verify.verify_message = "CERTIFICATE_VERIFY_FAILED", "certificate has expired"
+    wrapped = requests.exceptions.SSLError(urllib3.exceptions.MaxRetryError(
+        None, "https://x/", urllib3.exceptions.SSLError(verify)))
+    assert webhook_delivery.failure_phrase(wrapped, 10) == "TLS certificate verify failed (certificate has expired)"
+
+
+@pytest.mark.on_both
+def test_an_unexpected_fault_in_one_attempt_is_recorded_and_the_round_goes_on(monkeypatch, config, acme, globex,
+                                                                              receiver):
+    """No exception from one attempt may end the round: the others are recorded, that one too."""
+    endpoint(acme, receiver.url)
+    endpoint(globex, receiver.url.replace("/hooks", "/globex"))
+    broken = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    fine = webhook_events.record_event(globex.org.id, "test", "calculation.succeeded", json.dumps({"n": 2}))
+    signed = webhook_delivery.signed_headers
+
+    def faulty(secret, event_id, *args, **kwargs):
+        if event_id == broken.id:
+            raise KeyError("a fault of the service's own")
+        return signed(secret, event_id, *args, **kwargs)
+
+    monkeypatch.setattr(webhook_delivery, "signed_headers", faulty)
+    worker = deliverer(config)
+    assert worker.run_once() == {"succeeded": 1, "pending": 1, "failed": 0, "lease-lost": 0}
+    worker.close()
+    assert [attempt.error for attempt in attempts_of(broken.id)] == ["internal error (KeyError)"]
+    assert [attempt.status_code for attempt in attempts_of(fine.id)] == [200]
+
+
+# --- Standard Webhooks, per endpoint (issue 36) ------------------------------------------------
+
+def test_the_standard_signature_matches_the_specifications_example():
+    assert webhook_signing.standard_sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                                         "1614265330", b'{"test": 2432232314}') == (
+        "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+
+
+@pytest.mark.on_both
+def test_a_standard_webhooks_endpoint_verifies_with_the_standardwebhooks_package_through_a_rotation(
+        config, acme, receiver):
+    """Real deliveries to a real receiver, checked by the PyPI package a receiver would use."""
+    _, old = webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True,
+                                            signature="standard")
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", old)
+    deliver_event(config, acme)
+    before = receiver.received[-1]
+    assert standardwebhooks.Webhook(old).verify(before.body, before.headers) == json.loads(before.body)
+    assert before.headers["webhook-id"] == json.loads(before.body)["id"]
+    assert not any(name.lower().startswith("x-service-webhook") for name in before.headers)
+
+    _, new = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+    assert new.startswith("whsec_") and new != old
+    deliver_event(config, acme)
+    during = receiver.received[-1]
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):  # the receiver before and after deploying the new secret
+        assert standardwebhooks.Webhook(secret).verify(during.body, during.headers)["id"] == during.headers["webhook-id"]
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(webhook_endpoints.new_secret("standard")).verify(during.body, during.headers)
+
+    webhook_endpoints.end_overlap(acme.org.id, "test", actor="test")
+    deliver_event(config, acme)
+    after = receiver.received[-1]
+    assert standardwebhooks.Webhook(new).verify(after.body, after.headers)
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(old).verify(after.body, after.headers)
+
+
+@pytest.mark.on_both
+def test_the_signature_scheme_is_kept_when_the_url_changes_and_the_service_scheme_is_the_default(config, acme,
+                                                                                                receiver):
+    webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="user:ops@acme.example",
+                                   allow_private_test=True, signature="standard")
+    _, secret = webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url + "?v=2", actor="test",
+                                               allow_private_test=True)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.signature, stored.to_dict()["signature"]) == ("standard", "standard")
+    assert json.loads(AuditEvent.get(AuditEvent.actor == "user:ops@acme.example").details) == {"signature": "standard"}
+    deliver_event(config, acme)
+    assert standardwebhooks.Webhook(secret).verify(receiver.received[-1].body, receiver.received[-1].headers)
+
+    _, secret = webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test",
+                                               allow_private_test=True, signature="service")
+    deliver_event(config, acme)
+    last = receiver.received[-1]
+    assert last.headers["X-Service-Webhook-Signature"] == by_hand(secret, last) and "webhook-signature" not in last.headers
+    with pytest.raises(webhook_endpoints.WebhookError, match="the signature must be service or standard"):
+        webhook_endpoints.set_endpoint(acme.org.id, "test", receiver.url, actor="test", allow_private_test=True,
+                                       signature="svix")

@@ -13,10 +13,13 @@ import pytest
 
 from emissions import cli
 from emissions import models
+from emissions import scheduler
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
+from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
+from test_workspace import acme_user, csrf_token, sign_in  # noqa: F401 (acme_user: a fixture)
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
@@ -355,7 +358,8 @@ def test_cli_set_prints_the_url_and_the_secret_once(monkeypatch, capsys, config,
                              "--url", "http://localhost:4000/hooks", "--json")
     assert (code, err) == (0, "")
     printed = json.loads(out)
-    assert set(printed) == {"url", "secret"} and printed["url"] == "http://localhost:4000/hooks"
+    assert set(printed) == {"url", "secret", "signature"} and printed["url"] == "http://localhost:4000/hooks"
+    assert printed["signature"] == "service"
     assert webhook_endpoints.endpoint_for(acme.org.id, "test").secret == printed["secret"]
 
     code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test",
@@ -428,3 +432,83 @@ def test_timestamps_in_signed_headers_are_whole_unix_seconds():
     headers = webhook_signing.signed_headers("whsec_x", GOLDEN_ID, b"{}", now)
     assert headers["X-Service-Webhook-Timestamp"] == str(now)
     assert webhook_signing.verify("whsec_x", headers, b"{}") == GOLDEN_ID
+
+
+def test_cli_sets_and_shows_the_standard_webhooks_signature(monkeypatch, capsys, config, acme):
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "test",
+                             "--url", "http://localhost:4000/hooks", "--signature", "standard", "--json")
+    assert (code, err) == (0, "")
+    printed = json.loads(out)
+    assert printed["signature"] == "standard" and re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", printed["secret"])
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "show", "--org", "acme", "--env", "test", "--json")
+    assert json.loads(out)["signature"] == "standard"
+    code, out, _ = run_cli(monkeypatch, capsys, config, "webhook", "rotate", "--org", "acme", "--env", "test")
+    assert code == 0 and "a second webhook-signature" in out
+    code, out, err = run_cli(monkeypatch, capsys, config, "webhook", "set", "--org", "acme", "--env", "test",
+                             "--url", "http://localhost:4000/hooks", "--signature", "svix")
+    assert code == 2 and "invalid choice: 'svix'" in err
+
+
+def test_the_workspace_sets_and_shows_the_signature_scheme(client, acme_user):
+    sign_in(client)
+    page = client.get("/workspace/webhooks")
+    assert '<option value="service" selected>' in page.text and '<option value="standard">' in page.text
+    shown = client.post("/workspace/webhooks", {"csrf": csrf_token(page), "action": "set", "signature": "standard",
+                                                "url": "http://127.0.0.1:9/hook"}, status=303).follow()
+    secret = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', shown.text).group(1)
+    assert "<code>webhook-signature</code> (Standard Webhooks)" in shown.text
+    stored = webhook_endpoints.endpoint_for(acme_user.id, "test")
+    assert (stored.signature, stored.secret) == ("standard", secret)
+    page = client.get("/workspace/webhooks")
+    assert "Signed the Standard Webhooks way" in page.text and '<option value="standard" selected>' in page.text
+    refused = client.post("/workspace/webhooks", {"csrf": csrf_token(page), "action": "set", "signature": "svix",
+                                                  "url": "http://127.0.0.1:9/hook"}, status=400)
+    assert "Not changed: the signature must be service or standard." in refused.text
+
+
+def audit_rows(actor: str) -> list[tuple]:
+    """The actor's audit events, oldest first, as (action, target, environment, details)."""
+    return [(event.action, event.target, event.environment, json.loads(event.details or "null"))
+            for event in AuditEvent.select().where(AuditEvent.actor == actor).order_by(AuditEvent.id)]
+
+
+def test_redeliver_and_prune_from_the_cli_are_audited(monkeypatch, capsys, config, acme):
+    """Issue 33: every write of the webhook commands has an actor and an audit event."""
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
+    event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
+    WebhookEvent.update(delivery_status="failed", created_at=utcnow() - dt.timedelta(days=40)).execute()
+    code, _, err = run_cli(monkeypatch, capsys, config, "webhook", "redeliver", event.id)
+    assert (code, err) == (0, "")
+    WebhookEvent.update(delivery_status="failed").execute()
+    since = models.isoformat(utcnow() - dt.timedelta(days=41))
+    code, _, _ = run_cli(monkeypatch, capsys, config, "webhook", "redeliver", "--since", since, "--status", "failed",
+                         "--org", "acme", "--env", "test")
+    assert code == 0
+    WebhookEvent.update(delivery_status="succeeded").execute()
+    code, _, _ = run_cli(monkeypatch, capsys, config, "prune", "--older-than", "30")
+    assert code == 0 and WebhookEvent.select().count() == 0
+    code, _, _ = run_cli(monkeypatch, capsys, config, "webhook", "redeliver", "no-such-event")
+    assert code == 1  # a failed command records nothing
+    rows = audit_rows("cli")
+    assert rows[:2] == [("event.redelivered", event.id, "test", {"delivery_status": "failed"}),
+                        ("event.redelivered_since", f"since {since}", "test", {"statuses": ["failed"], "queued": 1})]
+    [(action, target, environment, details)] = rows[2:]
+    assert (action, environment, details) == ("event.pruned", None, {"older_than_days": 30, "events": 1, "attempts": 0})
+    assert target.startswith("before ")
+
+
+def test_redeliver_and_test_events_from_the_workspace_and_the_retention_prune_are_audited(client, acme_user):
+    webhook_endpoints.set_endpoint(acme_user.id, "test", "http://127.0.0.1:9/hook", actor="test",
+                                   allow_private_test=True)
+    sign_in(client)
+    page = client.get("/workspace/webhooks")
+    client.post("/workspace/webhooks", {"csrf": csrf_token(page), "action": "test"}, status=303)
+    test_event = WebhookEvent.get()
+    WebhookEvent.update(delivery_status="succeeded").execute()
+    client.post(f"/workspace/webhooks/events/{test_event.id}/redeliver", {"csrf": csrf_token(page)}, status=303)
+    assert audit_rows("user:ops@acme.example") == [
+        ("event.test_sent", test_event.id, "test", None),
+        ("event.redelivered", test_event.id, "test", {"delivery_status": "succeeded"})]
+
+    scheduler.prune_job(0)()
+    assert [row[0] for row in audit_rows(scheduler.SCHEDULER_ACTOR)] == ["event.pruned"]

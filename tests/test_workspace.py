@@ -901,7 +901,7 @@ def test_a_test_event_is_a_signed_calculation_succeeded_marked_as_test_data(clie
     assert re.search(rf'data-event="{event.id}".*?<span class="badge">test event</span>', page.text, re.S)
     assert "queued" not in client.get("/workspace/webhooks").text
     with pytest.raises(webhook_endpoints.WebhookError):
-        webhook_events.send_test_event(acme_user.id, "live")
+        webhook_events.send_test_event(acme_user.id, "live", actor="test")
 
 
 def test_a_test_webhook_event_sent_while_the_endpoint_is_down_says_what_happens_first(client, acme_user):
@@ -935,7 +935,7 @@ def test_a_failed_delivery_is_redelivered_and_a_waiting_one_retried_now(client, 
 def test_another_organizations_event_cannot_be_redelivered(client, acme_user):
     other = make_org("globex")
     webhook_endpoints.set_endpoint(other.id, "test", "http://127.0.0.1:9/hook", actor="test", allow_private_test=True)
-    event = webhook_events.send_test_event(other.id, "test")
+    event = webhook_events.send_test_event(other.id, "test", actor="test")
     WebhookEvent.update(delivery_status="failed").execute()
     sign_in(client)
     page = client.get("/workspace/webhooks")

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import re
+import socket
+import ssl
+import struct
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -9,6 +13,55 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 WEBHOOKS_DOC = Path(__file__).resolve().parent.parent / "docs" / "webhooks.md"
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A self-signed certificate and its key, as PEM files."""
+
+    cert_path: Path
+    key_path: Path
+
+
+def self_signed_certificate(directory: Path, names: str = "IP:127.0.0.1,DNS:localhost") -> Certificate:
+    """Make a self-signed certificate for `names` (a subjectAltName list) with the openssl command line."""
+    stem = re.sub(r"[^a-z0-9]+", "-", names.lower()).strip("-")
+    cert, key = directory / f"{stem}.pem", directory / f"{stem}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "30", "-subj", "/CN=webhook test receiver", "-addext", f"subjectAltName={names}"],
+                   check=True, capture_output=True)
+    return Certificate(cert, key)
+
+
+EXPIRED_CA_CONFIG = """[ca]
+default_ca = the_ca
+[the_ca]
+database = index.txt
+new_certs_dir = .
+serial = serial.txt
+default_md = sha256
+policy = policy
+[policy]
+commonName = supplied
+"""
+
+
+def expired_certificate(directory: Path) -> Certificate:
+    """A self-signed certificate for 127.0.0.1 valid only on 1 January 2020 (`openssl ca`, which alone
+    takes explicit dates), so that it is expired whatever today's date."""
+    work = directory / "expired"
+    work.mkdir()
+    (work / "ca.cnf").write_text(EXPIRED_CA_CONFIG)
+    (work / "index.txt").write_text("")
+    (work / "serial.txt").write_text("01\n")
+    (work / "extensions.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run = lambda *argv: subprocess.run(["openssl", *argv], cwd=work, check=True, capture_output=True)  # noqa: E731
+    run("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "request.csr",
+        "-subj", "/CN=expired webhook test receiver")
+    run("ca", "-batch", "-config", "ca.cnf", "-selfsign", "-keyfile", "key.pem", "-in", "request.csr",
+        "-out", "cert.pem", "-startdate", "20200101000000Z", "-enddate", "20200102000000Z",
+        "-extfile", "extensions.cnf", "-notext")
+    return Certificate(work / "cert.pem", work / "key.pem")
 
 
 @dataclass(frozen=True)
@@ -33,7 +86,8 @@ class Receiver:
     """
 
     def __init__(self, statuses=(), listening: bool = True, hold: threading.Event | None = None,
-                 answer: bytes | None = None, trickle: str | None = None, trickle_seconds: float = 0.1):
+                 answer: bytes | None = None, trickle: str | None = None, trickle_seconds: float = 0.1,
+                 tls: "Certificate | None" = None):
         self.statuses = list(statuses)
         self.hold = hold
         self.answer = answer
@@ -44,7 +98,13 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
         self.server.daemon_threads = True
         self.server.server_bind()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        scheme = "http"
+        if tls is not None:  # HTTPS with that certificate: each accepted connection does the handshake
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls.cert_path, tls.key_path)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hooks"
         self.thread: threading.Thread | None = None
         if listening:
             self.listen()
@@ -115,3 +175,62 @@ def documented_verify():
     namespace: dict = {}
     exec(compile(code, "docs/webhooks.md", "exec"), namespace)
     return namespace["verify"]
+
+
+class RawPeer:
+    """A TCP listener on loopback that answers every connection in one way that is not an HTTP answer.
+
+    "reset": reads the request, then resets the connection; "garbage": answers a line that is not
+    HTTP and closes.
+    """
+
+    def __init__(self, behaviour: str):
+        self.behaviour = behaviour
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hooks"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            with connection:
+                connection.settimeout(5)
+                try:
+                    self._read_request(connection)
+                    if self.behaviour == "reset":
+                        # A zero linger makes close() send RST instead of FIN.
+                        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    else:
+                        connection.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                except OSError:
+                    pass
+
+    @staticmethod
+    def _read_request(connection: socket.socket) -> None:
+        """Read one whole request (head and Content-Length body), so that what follows answers it."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        remaining = (int(length.group(1)) if length else 0) - len(body)
+        while remaining > 0:
+            chunk = connection.recv(remaining)
+            if not chunk:
+                return
+            remaining -= len(chunk)
+
+    def close(self) -> None:
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accept() that close() alone would leave blocked
+        except OSError:
+            pass
+        self.server.close()
+        self.thread.join(5)

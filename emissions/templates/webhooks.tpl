@@ -13,8 +13,13 @@
 <div class="reveal" role="status">
   <h2>Signing secret</h2>
 % overlap = endpoint.to_dict()['overlap_ends_at'] if endpoint is not None and endpoint.next_secret == shown['secret'] else None
-% if overlap:
+% standard = endpoint is not None and endpoint.signature == 'standard'
+% if overlap and standard:
+  <p>Shown once: give it to your receiver now. Until <time id="overlap-ends">{{overlap}}</time> <code>webhook-signature</code> carries two signatures, under the current secret and under this one; then this one is the only one.</p>
+% elif overlap:
   <p>Shown once: give it to your receiver now. Until <time id="overlap-ends">{{overlap}}</time> deliveries are signed with the current secret (<code>X-Service-Webhook-Signature</code>) and with this one (<code>X-Service-Webhook-Signature-Next</code>); then this one is the only one.</p>
+% elif standard:
+  <p>Shown once: give it to your receiver now. It verifies <code>webhook-signature</code> (Standard Webhooks).</p>
 % else:
   <p>Shown once: give it to your receiver now. It verifies <code>X-Service-Webhook-Signature</code>.</p>
 % end
@@ -28,6 +33,7 @@
   <p class="muted">No {{environment}} endpoint: events are recorded but not sent.</p>
 % else:
   <p class="url"><code id="endpoint-url"><bdi>{{endpoint.url}}</bdi></code> <span class="badge {{'ok' if endpoint.status == 'enabled' else 'bad'}}">{{endpoint.status}}</span></p>
+  <p class="muted small" id="endpoint-signature">Signed {{'the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature)' if endpoint.signature == 'standard' else 'with the X-Service-Webhook-* headers'}}</p>
 %   if endpoint.disabled_reason:
   <p class="muted small">{{endpoint.disabled_reason}}</p>
 %   end
@@ -50,6 +56,13 @@
     <label for="w-url">URL</label>
     <input id="w-url" name="url" type="url" required maxlength="2048" value="{{url}}" placeholder="https://example.com/hooks/emissions" aria-describedby="w-url-help">
     <p class="help" id="w-url-help">{{'https and a public address' if environment == 'live' else 'http or https; a private address (localhost) only where the operator allows it'}}. A new secret is made and shown once.</p>
+    <label for="w-signature">Signature</label>
+    <select id="w-signature" name="signature">
+% current = endpoint.signature if endpoint is not None else 'service'
+% for value, label in (('service', 'X-Service-Webhook-* headers'), ('standard', 'Standard Webhooks')):
+      <option value="{{value}}"{{!' selected' if value == current else ''}}>{{label}}</option>
+% end
+    </select>
     <button type="submit" class="primary">Save endpoint</button>
   </form>
 </section>

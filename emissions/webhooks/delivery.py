@@ -16,9 +16,11 @@ as they are, their attempt counts untouched, and follow in order of due time onc
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import ipaddress
 import logging
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -27,12 +29,13 @@ from urllib.parse import urlsplit
 
 import peewee as pw
 import requests
+import requests.certs
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import outages
-from ..config import Config
+from ..config import Config, ConfigError
 from ..db import db
 from ..models import WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
 from .endpoints import (WebhookError, check_public_host, endpoint_join, loggable_url, must_be_public, non_public_kind,
@@ -60,6 +63,7 @@ class Claim:
     secret: str
     next_secret: str | None = None  # during a rotation's overlap: signed as X-Service-Webhook-Signature-Next
     down_since: dt.datetime | None = None  # the endpoint's outage as claimed: this delivery is its probe
+    scheme: str = "service"  # the endpoint's signature scheme (signing.SCHEMES)
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,9 @@ def _causes(exc: BaseException):
             continue
         seen.add(id(current))
         yield current
-        stack.extend([current.__cause__, current.__context__, getattr(current, "reason", None),
+        # `reason` is an exception on urllib3's errors but a string on ssl.SSLError ("CERTIFICATE_VERIFY_FAILED").
+        reason = getattr(current, "reason", None)
+        stack.extend([current.__cause__, current.__context__, reason if isinstance(reason, BaseException) else None,
                       *(arg for arg in current.args if isinstance(arg, BaseException))])
 
 
@@ -115,11 +121,20 @@ def failure_phrase(exc: BaseException, timeout: float) -> str:
     if any(isinstance(cause, socket.gaierror) for cause in causes) or any(
             type(cause).__name__ == "NameResolutionError" for cause in causes):
         return "host not found"
-    if any(isinstance(cause, requests.exceptions.SSLError) for cause in causes):
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            detail = (cause.verify_message or "").rstrip(".")
+            return f"TLS certificate verify failed ({detail})" if detail else "TLS certificate verify failed"
+    if any(isinstance(cause, (requests.exceptions.SSLError, ssl.SSLError)) for cause in causes):
         return "TLS handshake failed"
+    # Before the reset: RemoteDisconnected is a ConnectionResetError, but the peer closed cleanly.
+    if any(isinstance(cause, http.client.RemoteDisconnected) for cause in causes):
+        return "connection closed without an answer"
     if any(isinstance(cause, ConnectionResetError) for cause in causes):
         return "connection reset"
-    if any(type(cause).__name__ in ("RemoteDisconnected", "ProtocolError") for cause in causes):
+    if any(isinstance(cause, http.client.HTTPException) for cause in causes):
+        return "the answer is not HTTP"
+    if any(type(cause).__name__ == "ProtocolError" for cause in causes):
         return "connection closed without an answer"
     for cause in causes:
         if isinstance(cause, OSError) and cause.strerror:
@@ -228,10 +243,38 @@ class _HTTPSConnectionPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
+def trust_context(ca_bundle: str | None) -> ssl.SSLContext | None:
+    """The TLS trust for deliveries: None for requests' default (certifi); with WEBHOOK_CA_BUNDLE,
+    the system's and certifi's CAs plus the bundle's, so a private CA adds to the trust, never replaces it."""
+    if ca_bundle is None:
+        return None
+    context = ssl.create_default_context()  # the system's CAs, certificate and host name checked
+    context.load_verify_locations(cafile=requests.certs.where())
+    try:
+        context.load_verify_locations(cafile=ca_bundle)
+    except (OSError, ssl.SSLError) as exc:  # Config read it at start; it changed since
+        raise ConfigError(f"WEBHOOK_CA_BUNDLE {ca_bundle} cannot be loaded: {exc}") from None
+    return context
+
+
 class _GuardedAdapter(HTTPAdapter):
+    def __init__(self, ssl_context: ssl.SSLContext | None = None):
+        self.ssl_context = ssl_context  # read by init_poolmanager, which the base __init__ calls
+        super().__init__()
+
     def init_poolmanager(self, *args, **kwargs):
+        if self.ssl_context is not None:
+            kwargs["ssl_context"] = self.ssl_context
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPConnectionPool, "https": _HTTPSConnectionPool}
+
+
+def _result(future: Future) -> AttemptResult:
+    """A finished attempt's result; one that raised all the same (send never should) is a failed attempt."""
+    exc = future.exception()
+    if exc is None:
+        return future.result()
+    return AttemptResult(utcnow(), None, None, f"internal error ({type(exc).__name__})", None)
 
 
 class Deliverer:
@@ -251,6 +294,7 @@ class Deliverer:
         self.batch_size = batch_size
         self.threads = threads
         self.resolve = resolve
+        self.ssl_context = trust_context(config.webhook_ca_bundle)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="webhook-send")
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
@@ -282,7 +326,8 @@ class Deliverer:
                 .select(WebhookEvent.id, WebhookEvent.organization, WebhookEvent.environment, WebhookEvent.type,
                         WebhookEvent.created_at, WebhookEvent.stored_payload, WebhookEvent.calculation_id,
                         WebhookEvent.attempt_count, WebhookEndpoint.url, WebhookEndpoint.secret,
-                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at, WebhookEndpoint.down_since)
+                        WebhookEndpoint.next_secret, WebhookEndpoint.overlap_ends_at, WebhookEndpoint.down_since,
+                        WebhookEndpoint.signature)
                 .join(WebhookEndpoint, on=endpoint_join())
                 # By primary key: the candidates this worker leased (a rival may have taken some).
                 .where(WebhookEvent.id.in_(candidates) & (WebhookEvent.lock_token == token))
@@ -292,7 +337,7 @@ class Deliverer:
         # A skipped event queued again by redeliver carries no body: payload rebuilds it.
         return [Claim(row.id, row.organization_id, row.environment, row.payload, row.attempt_count, token,
                       row.url, *signing_secrets(row.secret, row.next_secret, row.overlap_ends_at, now),
-                      row.down_since)
+                      row.down_since, row.signature)
                 for row in rows]
 
     def _due_ids(self, now: dt.datetime, limit: int) -> list[str]:
@@ -335,10 +380,18 @@ class Deliverer:
     def send(self, claim: Claim) -> AttemptResult:
         """POST one signed attempt; never raises, every failure becomes the attempt's error."""
         attempted_at = self.clock()
+        try:
+            return self._send(claim, attempted_at)
+        except Exception as exc:
+            # A fault of ours (not the receiver's) must not cost the round: the attempt records it.
+            log.exception("webhook attempt failed unexpectedly", extra={"fields": {"event_id": claim.event_id}})
+            return AttemptResult(attempted_at, None, None, f"internal error ({type(exc).__name__})", None)
+
+    def _send(self, claim: Claim, attempted_at: dt.datetime) -> AttemptResult:
         body = claim.payload.encode()
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
                    **signed_headers(claim.secret, claim.event_id, body, int(attempted_at.timestamp()),
-                                    claim.next_secret)}
+                                    claim.next_secret, claim.scheme)}
         started = time.perf_counter()
         status_code = excerpt = error = None
         public_only = not private_allowed(claim.environment, self.allow_private_live, self.allow_private_test)
@@ -356,7 +409,10 @@ class Deliverer:
             except WebhookError as exc:
                 error = f"refused: {exc}"
             except Exception as exc:  # timeouts, refused connections, TLS errors: all a failed attempt
-                error = failure_phrase(exc, self.timeout)
+                try:
+                    error = failure_phrase(exc, self.timeout)
+                except Exception:
+                    error = f"request failed ({type(exc).__name__})"
         if attempt.expired:  # whatever arrived before the deadline, the answer was not complete in time
             status_code = excerpt = None
             error = f"timed out after {self.timeout:g} s"
@@ -497,11 +553,11 @@ class Deliverer:
                 if running:
                     wait(running, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
                 self._failing |= {(claim.organization_id, claim.environment) for round_ in rounds
-                                  for claim, future in round_ if future.done() and future.result().receiver_down}
+                                  for claim, future in round_ if future.done() and _result(future).receiver_down}
                 for round_ in [round_ for round_ in rounds if all(future.done() for _, future in round_)]:
                     rounds.remove(round_)
-                    statuses = self.record([(claim, future.result()) for claim, future in round_])
-                    claiming = claiming and not all(future.result().receiver_down for _, future in round_)
+                    statuses = self.record([(claim, _result(future)) for claim, future in round_])
+                    claiming = claiming and not all(_result(future).receiver_down for _, future in round_)
                     for status in statuses:
                         counts[status] += 1
         finally:
@@ -544,6 +600,6 @@ class Deliverer:
             session = self._local.session = requests.Session()
             session.trust_env = False  # no HTTP(S)_PROXY: the deadline and the peer check need our own sockets
             session.mount("http://", _GuardedAdapter())
-            session.mount("https://", _GuardedAdapter())
+            session.mount("https://", _GuardedAdapter(self.ssl_context))
             self._sessions.append(session)
         return session

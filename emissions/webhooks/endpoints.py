@@ -1,8 +1,10 @@
 """Webhook endpoints, one per organization and environment, and the checks on their addresses."""
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import ipaddress
+import secrets
 import socket
 from urllib.parse import urlsplit
 
@@ -13,9 +15,11 @@ from .. import auth
 from .. import text
 from ..db import db
 from ..models import Organization, WebhookEndpoint, WebhookEvent, isoformat, utcnow
+from .signing import SCHEMES
 
 SECRET_PREFIX = "whsec_"
 SECRET_RANDOM_LENGTH = 32  # base62 characters, about 190 bits
+STANDARD_SECRET_BYTES = 32  # Standard Webhooks asks for 24 to 64
 MAX_URL_LENGTH = 2048
 
 
@@ -31,7 +35,11 @@ def loggable_url(url: str) -> str:
     return base + ("?…" if question else "") + ("#…" if hash_sign else "")
 
 
-def new_secret() -> str:
+def new_secret(scheme: str = "service") -> str:
+    """A new secret for the signature scheme: whsec_ + base62 (service), whsec_ + base64 of 32 random
+    bytes (standard: the specification's form, whose decoded bytes are the HMAC key)."""
+    if scheme == "standard":
+        return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(STANDARD_SECRET_BYTES)).decode()
     return SECRET_PREFIX + auth.random_base62(SECRET_RANDOM_LENGTH)
 
 
@@ -165,28 +173,35 @@ def validate_url(url: str, environment: str, allow_private_live: bool = False, a
 
 
 def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str, allow_private_live: bool = False,
-                 allow_private_test: bool = False, resolve=socket.getaddrinfo) -> tuple[WebhookEndpoint, str]:
+                 allow_private_test: bool = False, resolve=socket.getaddrinfo,
+                 signature: str | None = None) -> tuple[WebhookEndpoint, str]:
     """Create or replace the organization's endpoint for an environment, with its audit event; return
-    it and its new secret."""
+    it and its new secret. `signature` is the scheme (service or standard); None keeps the
+    endpoint's, or service for a new one."""
     if environment not in ("test", "live"):
         raise WebhookError("environment must be test or live")
+    if signature is not None and signature not in SCHEMES:
+        raise WebhookError(f"the signature must be {' or '.join(SCHEMES)}")
     url = validate_url(url, environment, allow_private_live, allow_private_test, resolve)
-    secret = new_secret()
     now = utcnow()
     try:
         with db.atomic():
             endpoint = endpoint_for(organization_id, environment)
+            scheme = signature or (endpoint.signature if endpoint is not None else "service")
+            secret = new_secret(scheme)
             if endpoint is None:
                 endpoint = WebhookEndpoint.create(organization=organization_id, environment=environment,
-                                                  url=url, secret=secret, created_at=now, updated_at=now)
+                                                  url=url, secret=secret, signature=scheme, created_at=now,
+                                                  updated_at=now)
             else:
-                endpoint.url, endpoint.secret, endpoint.updated_at = url, secret, now
+                endpoint.url, endpoint.secret, endpoint.signature, endpoint.updated_at = url, secret, scheme, now
                 endpoint.next_secret, endpoint.overlap_ends_at = None, None  # a new secret ends any rotation
                 endpoint.status, endpoint.disabled_reason = "enabled", None
                 endpoint.down_since, endpoint.down_until = None, None  # a receiver set anew is tried at once
                 endpoint.save()
             audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
-                         environment=environment)
+                         environment=environment,
+                         details={"signature": scheme} if scheme != "service" else None)  # named when not the default
     except pw.IntegrityError:
         raise WebhookError("the endpoint was changed at the same moment; try again") from None
     return endpoint, secret
@@ -231,7 +246,7 @@ def rotate_secret(organization_id: int, environment: str, *, actor: str,
         if endpoint is None:
             raise WebhookError(f"no webhook endpoint is set for {environment}")
         _settle(endpoint, now)
-        secret = new_secret()
+        secret = new_secret(endpoint.signature)
         if overlap_hours:
             endpoint.next_secret, endpoint.overlap_ends_at = secret, now + dt.timedelta(hours=overlap_hours)
             details = {"overlap_ends_at": isoformat(endpoint.overlap_ends_at)}

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import peewee as pw
 
+from .. import audit
 from .. import jsoncodec
 from .. import store
 from ..db import db
@@ -90,9 +91,9 @@ def _requeue(now: dt.datetime) -> dict:
             WebhookEvent.delivered_at: None, WebhookEvent.lock_token: None, WebhookEvent.locked_until: None}
 
 
-def redeliver(event_id: str) -> WebhookEvent:
-    """Queue an event for delivery now: a finished one (succeeded, failed or skipped) for a new round
-    of attempts, a pending one without waiting for its next retry."""
+def redeliver(event_id: str, *, actor: str) -> WebhookEvent:
+    """Queue an event for delivery now, with its audit event: a finished one (succeeded, failed or
+    skipped) for a new round of attempts, a pending one without waiting for its next retry."""
     event = WebhookEvent.get_or_none(WebhookEvent.id == event_id)
     if event is None:
         raise WebhookError(f"no webhook event with id {event_id}")
@@ -108,6 +109,8 @@ def redeliver(event_id: str) -> WebhookEvent:
                    .execute())
         if not updated:
             raise WebhookError(f"event {event_id} changed meanwhile; try again")
+        audit.record("event.redelivered", event_id, actor=actor, organization=event.organization_id,
+                     environment=event.environment, details={"delivery_status": event.delivery_status})
         # Asked for now: an endpoint known down is probed now instead of at its next probe time.
         (WebhookEndpoint.update(down_until=now)
          .where((WebhookEndpoint.id == endpoint.id) & WebhookEndpoint.down_since.is_null(False))
@@ -115,10 +118,11 @@ def redeliver(event_id: str) -> WebhookEvent:
     return WebhookEvent.get_by_id(event_id)
 
 
-def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
+def send_test_event(organization_id: int, environment: str, *, actor: str) -> WebhookEvent:
     """Queue a calculation.succeeded event made of test data, marked `"test_event": true` in its
-    data, for the test endpoint (never live: a live receiver would book it). While the endpoint is
-    down, the next poll probes it with its oldest due delivery; the test event follows once it answers."""
+    data, for the test endpoint (never live: a live receiver would book it), with its audit event.
+    While the endpoint is down, the next poll probes it with its oldest due delivery; the test event
+    follows once it answers."""
     if environment != "test":
         raise WebhookError("test events are sent in the test environment only")
     endpoint = endpoint_for(organization_id, environment)
@@ -138,6 +142,7 @@ def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
         "created_at": isoformat(now), "test_event": True})
     with db.atomic():
         event = record_event(organization_id, environment, "calculation.succeeded", data)
+        audit.record("event.test_sent", event.id, actor=actor, organization=organization_id, environment=environment)
         # Asked for now, like redeliver: an endpoint known down is probed at the next poll.
         (WebhookEndpoint.update(down_until=now)
          .where((WebhookEndpoint.id == endpoint.id) & WebhookEndpoint.down_since.is_null(False))
@@ -146,8 +151,9 @@ def send_test_event(organization_id: int, environment: str) -> WebhookEvent:
 
 
 def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "skipped"),
-                    organization_id: int | None = None, environment: str | None = None) -> int:
-    """Queue every event created at or after `since` with one of `statuses` whose endpoint is enabled; return how many."""
+                    organization_id: int | None = None, environment: str | None = None, *, actor: str) -> int:
+    """Queue every event created at or after `since` with one of `statuses` whose endpoint is enabled,
+    with one audit event saying what was asked and how many were queued; return how many."""
     unknown = sorted(set(statuses) - set(REDELIVERABLE))
     if unknown:
         raise WebhookError(f"cannot redeliver events that are {', '.join(unknown)}; "
@@ -171,6 +177,9 @@ def redeliver_since(since: dt.datetime, statuses: tuple[str, ...] = ("failed", "
                 (WebhookEvent.organization == endpoint_organization)
                 & (WebhookEvent.environment == endpoint_environment) & (WebhookEvent.created_at >= since)
                 & WebhookEvent.delivery_status.in_(list(statuses)) & pw.fn.EXISTS(enabled)).execute()
+        audit.record("event.redelivered_since", f"since {isoformat(since)}", actor=actor,
+                     organization=organization_id, environment=environment,
+                     details={"statuses": list(statuses), "queued": queued})
     return queued
 
 
@@ -185,10 +194,11 @@ def skipped_since(organization_id: int, environment: str, since: dt.datetime) ->
 PRUNE_BATCH = 1000
 
 
-def prune(older_than: dt.timedelta, now: dt.datetime | None = None) -> dict[str, int]:
+def prune(older_than: dt.timedelta, now: dt.datetime | None = None, *, actor: str) -> dict[str, int]:
     """Delete finished events (and their attempts) created more than `older_than` ago; never a calculation.
 
-    In batches, each its own short transaction, so that writers never wait long behind it.
+    In batches, each its own short transaction, so that writers never wait long behind it; the last
+    one records the audit event with what was deleted.
     """
     cutoff = (now or utcnow()) - older_than
     deleted = {"events": 0, "attempts": 0}
@@ -198,6 +208,9 @@ def prune(older_than: dt.timedelta, now: dt.datetime | None = None) -> dict[str,
                      .where((WebhookEvent.created_at < cutoff) & WebhookEvent.delivery_status.in_(list(FINISHED)))
                      .limit(PRUNE_BATCH)]
             if not batch:
+                days = older_than / dt.timedelta(days=1)
+                audit.record("event.pruned", f"before {isoformat(cutoff)}", actor=actor,
+                             details={"older_than_days": int(days) if days.is_integer() else days, **deleted})
                 return deleted
             deleted["attempts"] += WebhookAttempt.delete().where(WebhookAttempt.event.in_(batch)).execute()
             deleted["events"] += WebhookEvent.delete().where(WebhookEvent.id.in_(batch)).execute()

@@ -1,12 +1,15 @@
 """Signing webhook deliveries and verifying them, as a receiver does (docs/webhooks.md)."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
 import time
 
 SIGNATURE_VERSION = "v1"
+SECRET_PREFIX = "whsec_"
+SCHEMES = ("service", "standard")  # service: X-Service-Webhook-*; standard: Standard Webhooks
 DEFAULT_TOLERANCE_SECONDS = 300
 
 
@@ -20,11 +23,30 @@ def sign(secret: str, event_id: str, timestamp: str, body: bytes) -> str:
     return "v1=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
+def standard_key(secret: str) -> bytes:
+    """A Standard Webhooks secret's HMAC key: the bytes whsec_<base64> encodes."""
+    encoded = secret.removeprefix(SECRET_PREFIX)
+    return base64.b64decode(encoded + "=" * (-len(encoded) % 4))
+
+
+def standard_sign(secret: str, event_id: str, timestamp: str, body: bytes) -> str:
+    """A Standard Webhooks signature: v1, + base64 HMAC-SHA256 of id.timestamp.body under the decoded secret."""
+    message = event_id.encode() + b"." + timestamp.encode() + b"." + body
+    return "v1," + base64.b64encode(hmac.new(standard_key(secret), message, hashlib.sha256).digest()).decode()
+
+
 def signed_headers(secret: str, event_id: str, body: bytes, unix_seconds: int,
-                   next_secret: str | None = None) -> dict[str, str]:
+                   next_secret: str | None = None, scheme: str = "service") -> dict[str, str]:
     """The X-Service-Webhook-* headers of one delivery attempt; during a rotation's overlap, also the
-    signature under the next secret (X-Service-Webhook-Signature-Next)."""
+    signature under the next secret (X-Service-Webhook-Signature-Next).
+
+    With the "standard" scheme, the Standard Webhooks headers instead, both signatures
+    space-separated in webhook-signature during an overlap (the specification's way).
+    """
     timestamp = str(unix_seconds)
+    if scheme == "standard":
+        signatures = [standard_sign(key, event_id, timestamp, body) for key in (secret, next_secret) if key]
+        return {"webhook-id": event_id, "webhook-timestamp": timestamp, "webhook-signature": " ".join(signatures)}
     headers = {
         "X-Service-Webhook-Id": event_id,
         "X-Service-Webhook-Timestamp": timestamp,

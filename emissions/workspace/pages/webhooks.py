@@ -35,7 +35,8 @@ class WebhookPages(Pages):
                     _, secret = webhook_endpoints.set_endpoint(org.id, environment, field(form, "url"),
                                                                actor=session.actor,
                                                                allow_private_live=self.allow_private_live,
-                                                               allow_private_test=self.allow_private_test)
+                                                               allow_private_test=self.allow_private_test,
+                                                               signature=field(form, "signature") or None)
                     self.flash.put(session, "secret", {"secret": secret})
             elif action == "rotate":
                 with db.atomic():  # as above
@@ -46,7 +47,7 @@ class WebhookPages(Pages):
                 return redirect("/workspace/webhooks")
             elif action == "test":
                 current = webhook_endpoints.endpoint_for(org.id, environment)
-                event = webhook_events.send_test_event(org.id, environment)
+                event = webhook_events.send_test_event(org.id, environment, actor=session.actor)
                 if current is not None and current.down_since is not None:
                     self.flash.put_notice(session, f"Test event {event.id} queued, listed below, marked test. "
                                                    "The endpoint is not answering: its oldest waiting delivery "
@@ -68,7 +69,7 @@ class WebhookPages(Pages):
         if event is None:
             return self.webhooks_page(error="No such event.", status=404)
         try:
-            webhook_events.redeliver(event.id)  # a pending one at once, a finished one for a new round
+            webhook_events.redeliver(event.id, actor=session.actor)  # a pending one at once, a finished one for a new round
         except webhook_endpoints.WebhookError as exc:
             return self.webhooks_page(error=f"Not queued: {exc}.", status=400)
         back = field(form, "next")
