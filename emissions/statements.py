@@ -17,6 +17,7 @@ import peewee as pw
 
 from . import csvfile
 from . import customers
+from . import figures
 from . import jsoncodec
 from . import periods
 from .models import Calculation, Factor, ShipmentHub, isoformat, utcnow
@@ -160,20 +161,32 @@ def as_csv(rows: Iterator[list]) -> str:
     return "".join(csv_lines(rows))
 
 
+class Co2e(Decimal):
+    """Emissions in kg in a table of the HTML statement, which writes them in the table's unit."""
+
+
 def as_html(found: dict) -> str:
-    """The statement as a printable page (A4)."""
+    """The statement as a printable page (A4), its numbers written for people as the workspace writes them."""
     def number(value) -> str:
-        return "" if value is None else f"{value:,.6f}".rstrip("0").rstrip(".")
+        return "" if value is None else figures.number_text(value)
+
+    def exact(value) -> str:
+        return "—" if value is None else jsoncodec.decimal_text(value)
 
     def table(headers: list[str], rows: list[list]) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+        # Each table writes its emissions (Co2e cells) in one unit, from its largest, named in the headers
+        # that say kgCO2e; counts get thousands separators.
+        unit = figures.co2e_unit(*(cell for row in rows for cell in row if isinstance(cell, Co2e)))
+        head = "".join(f"<th>{html.escape(h.replace('kgCO2e', unit.name))}</th>" for h in headers)
+        written = [[unit.number(cell) if isinstance(cell, Co2e) else f"{cell:,}" if isinstance(cell, (int, Decimal))
+                    else str(cell) for cell in row] for row in rows]
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in written)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def aggregate_row(name: str, totals: dict) -> list:
         emissions = totals["emissions"]
-        return [name, totals["calculation_count"], number(totals["activity"]["value"]), number(emissions["value"]),
-                number(emissions["breakdown"]["ttw"]), number(emissions["breakdown"]["wtt"])]
+        return [name, totals["calculation_count"], number(totals["activity"]["value"]), Co2e(emissions["value"]),
+                Co2e(emissions["breakdown"]["ttw"]), Co2e(emissions["breakdown"]["wtt"])]
 
     period = found["period"]
     totals = found["totals"]
@@ -189,7 +202,7 @@ def as_html(found: dict) -> str:
         f"<p>Period: {html.escape(period['from'] or 'start')} to {html.escape(period['to'] or 'today')} "
         f"(by activity date; {found['environment']} environment). Generated {html.escape(found['generated_at'])}.</p>",
         "<h2>Totals</h2>", table(columns, [aggregate_row("Total", totals)]),
-        f"<p>Intensity: {number(totals['intensity']['value'])} kgCO2e/tkm</p>",
+        f"<p>Intensity: {exact(totals['intensity']['value'])} kgCO2e/tkm</p>",
         "<h2>By mode</h2>", table(columns, [aggregate_row(mode, t) for mode, t in found["by_mode"].items()]),
         "<h2>By month</h2>", table(columns, [aggregate_row(m["month"], m) for m in found["by_month"]]),
         "<h2>Factors used</h2>",

@@ -23,6 +23,7 @@ from .. import jsoncodec
 from .. import limits
 from .. import periods
 from .. import statements
+from ..figures import co2e_text, co2e_unit, number_text  # noqa: F401 (the pages' helpers)
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, exact_sum
 from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
@@ -343,24 +344,6 @@ def shipment(organization_id: int, environment: str, shipment_id: str) -> dict |
         (Shipment.id == shipment_id) & (Shipment.organization == organization_id)
         & (Shipment.environment == environment)).first())
     return None if found is None else jsoncodec.loads(found.body)
-
-
-# --- numbers for reading -------------------------------------------------------------------------
-
-TONNE = Decimal(1000)
-
-
-def number_text(value, places: int = 2) -> str:
-    """A quantity for reading: thousands separated, `places` decimals (the exact value is in the API)."""
-    return "—" if value is None else f"{Decimal(str(value)):,.{places}f}"
-
-
-def co2e_text(kg) -> str:
-    """Emissions for reading, with their unit: kgCO2e below 1,000 kg, t CO2e from there."""
-    if kg is None:
-        return "—"
-    kg = Decimal(str(kg))
-    return f"{number_text(kg / TONNE)} t CO2e" if abs(kg) >= TONNE else f"{number_text(kg)} kgCO2e"
 
 
 # --- periods of activity dates (the customer page's picker) -------------------------------------
