@@ -1,5 +1,6 @@
 """Numbers for people (issue 32): one emissions unit per table or page, chosen from its largest value and
-named once in its header, in the workspace and in the CLI's HTML statement."""
+named once in its header, in the workspace and in the CLI's HTML statement; and what the test
+environment's notice says about billing."""
 from __future__ import annotations
 
 import datetime as dt
@@ -88,6 +89,16 @@ def test_the_cli_html_statement_writes_numbers_as_the_workspace_does(acme, shipp
     sea = re.search(r"<tr><td>SEA</td><td>\d+</td><td>([^<]*)</td><td>([^<]*)</td>", by_heading["By mode"])
     assert sea.groups() == ("11,400,000.00", "183.54")
     assert "Intensity: 0." in out and "kgCO2e/tkm" in out
+
+
+def test_the_test_environment_says_what_is_true_of_billing(client, signed_in):
+    """Issue 32: "Nothing here is billed" stood above "Billable calculations · test 2 … of 10,000"."""
+    page = client.get("/workspace").text
+    assert "Nothing here is billed" not in page
+    assert "Test calculations count toward the monthly test allowance and are never invoiced." in page
+    test_card = re.search(r'<h2 class="label">Test calculations[^<]*</h2>.*?</div>', page, re.S).group(0)
+    assert "of 10,000 allowed" in test_card and "never invoiced" in test_card and "Billable" not in test_card
+    assert re.search(r'<h2 class="label">Billable calculations · live', page)
 
 
 def test_a_customer_with_nothing_in_a_period_reads_zeros_in_kilograms(client, signed_in):
