@@ -30,7 +30,7 @@ class Co2eUnit:
             return "—"
         value = Decimal(str(kg)) / self.kilograms
         if value and abs(value) < HUNDREDTH / 2:  # a few kg in a table of tonnes is not nothing
-            return "< 0.01" if value > 0 else "> −0.01"
+            return "< 0.01" if value > 0 else "> -0.01"
         return number_text(value)
 
     def text(self, kg) -> str:

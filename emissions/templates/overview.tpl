@@ -36,7 +36,7 @@
   <div class="card" id="emissions" data-from="{{period.start.isoformat() if period.start else ''}}" data-to="{{period.end.isoformat() if period.end else ''}}">
     <h2 class="label">Emissions by activity date · {{environment}}</h2>
     <p class="figure" data-month-kg="{{plain(emissions['kg'])}}">{{unit.text(emissions['kg'])}}</p>
-    <p class="muted small">{{number(emissions['count'])}} calculation{{'' if emissions['count'] == 1 else 's'}} with an activity date {{period.label}}</p>
+    <p class="muted small">{{number(emissions['count'])}} calculation{{'' if emissions['count'] == 1 else 's'}} · {{period.label if period.start is None and period.end is None else 'activity dates ' + period.label}}</p>
 % if months:
     <ul class="modes" id="months">
 %   for month in months:

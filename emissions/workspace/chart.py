@@ -60,7 +60,8 @@ MODE_NAMES = {"ROAD": "Road", "SEA": "Sea", "AIR": "Air", "RAIL": "Rail", "HUB":
 
 def monthly_stacked(months) -> str:
     """One bar per activity month, stacked by mode (hubs a part of their own), each part with a title;
-    months and the legend as HTML below. The axis and the titles write amounts in one unit, from the largest month."""
+    months and the legend as HTML below. The axis and the titles write amounts in one unit, from the largest
+    month."""
     if not months:
         return '<p class="muted">No emissions in this period.</p>'
     largest = max(max(month.kg for month in months), 0)

@@ -367,8 +367,8 @@ def shipment(organization_id: int, environment: str, shipment_id: str) -> dict |
 
 # --- periods of activity dates (the customer page's picker) -------------------------------------
 
-PERIOD_CHOICES = (("last-and-this-month", "Last and this month"), ("this-month", "This month"),
-                  ("last-month", "Last month"), ("this-quarter", "This quarter"),
+PERIOD_CHOICES = (("this-month", "This month"), ("last-month", "Last month"),
+                  ("last-and-this-month", "Last and this month"), ("this-quarter", "This quarter"),
                   ("last-quarter", "Last quarter"), ("this-year", "This year"), ("last-year", "Last year"),
                   ("all", "All time"), ("custom", "Custom"))
 
