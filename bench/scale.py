@@ -57,15 +57,16 @@ from pathlib import Path
 import peewee as pw
 from webtest import TestApp
 
-from emissions import analytics, auth, calculations, factors, migrations, models, store
+from emissions import accounts, analytics, auth, calculations, factors, migrations, models, store
 from emissions import app as api
 from emissions.app import create_app
 from emissions.config import Config
-from emissions.db import WalCheckpointer, bind, db, is_sqlite, open_database
+from emissions.db import bind, db, is_sqlite, open_database
+from emissions.serving.wal_checkpoint import WalCheckpointer
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
-from emissions.workspace import accounts, session
+from emissions.workspace import session
 import run  # beside this file: the benchmarks' shared helpers
 
 CUSTOMERS = 1000

@@ -25,7 +25,7 @@ from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import Customer, Organization, SCOPES
-from emissions.server import create_server
+from emissions.serving.server import create_server
 
 
 def serve(app, threads: int):

@@ -10,8 +10,10 @@ import uuid
 import bottle
 
 from . import auth
+from . import bounds
 from . import calculations
 from . import customers
+from . import errors
 from . import jsoncodec
 from . import listing
 from . import logs
@@ -260,15 +262,14 @@ def idempotency_key() -> str:
 
 
 def validate(component: str, body: dict) -> dict:
-    details = schemas.validation_details(component, body)
+    details = schemas.validation_details(component, body) or bounds.details(body)
     if details:
-        raise InvalidRequest("The request body is invalid: " + "; ".join(
-            f"{d['field']} {d['message']}" for d in details[:5]) + ".", status=422, details=details)
+        raise InvalidRequest(schemas.summary(details), status=422, details=details)
     return body
 
 
 def customer_not_found() -> NotFound:
-    return NotFound("No customer with this reference exists.", code="CUSTOMER_NOT_FOUND")
+    return errors.customer_not_found("customerReference")
 
 
 def checked_reference(reference: str) -> str:
@@ -369,6 +370,10 @@ def list_calculations(principal: auth.Principal, query: dict) -> Reply:
     return Reply(listing.page(principal.organization_id, principal.environment, query))
 
 
+def list_factors(principal: auth.Principal, query: dict) -> Reply:
+    return Reply(listing.factor_page(principal.organization_id, query))
+
+
 def get_openapi() -> Reply:
     return Reply(schemas.openapi_bytes().decode())
 
@@ -399,6 +404,10 @@ FILTERS = {
 FILTER_RANGES = (("activity_from", "activity_to"), ("created_from", "created_to"))
 LISTING = parameters.Query({**FILTERS, "mode": parameters.one_of(*models.MODES),
                             "starting_after": parameters.id_of("calculation")}, ranges=FILTER_RANGES)
+FACTOR_LISTING = parameters.Query({
+    "mode": parameters.one_of(*models.MODES, models.HUB), "hub_type": parameters.one_of(*models.HUB_TYPES),
+    "reference": parameters.text(120), "limit": parameters.integer_between(1, listing.MAX_LIMIT),
+    "starting_after": parameters.text(120)})
 SHIPMENT_LISTING = parameters.Query({**FILTERS, "starting_after": parameters.id_of("shipment")},
                                     ranges=FILTER_RANGES)
 
@@ -412,6 +421,8 @@ def _routes(app: Service) -> None:
               scopes_any=("emissions:read", "emissions:calculate"), query=LISTING)
     app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
               scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
+    app.route("/v1/factors", "GET", list_factors,
+              scopes_any=("emissions:read", "emissions:calculate"), query=FACTOR_LISTING)
     app.route("/v1/shipments", "POST", create_shipment, scopes_all=("emissions:calculate",), query=parameters.NONE)
     app.route("/v1/shipments", "GET", list_shipments,
               scopes_any=("emissions:read", "emissions:calculate"), query=SHIPMENT_LISTING)

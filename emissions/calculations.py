@@ -17,7 +17,8 @@ from . import store
 from .webhooks import events as webhook_events
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
-from .errors import ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
+from .errors import (ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
+                     customer_not_found, factor_not_found)
 from .models import Factor, isoformat, new_id, utcnow
 
 SIX_PLACES = Decimal("0.000001")
@@ -147,13 +148,12 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
         return _replay(existing, payload_fingerprint)
 
     if customer is None:
-        raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
+        raise customer_not_found("customer_reference")
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
                                "with new calculations.", code="CUSTOMER_ACCESS_DENIED")
     if factor_row is None:
-        raise NotFound("No active governed factor with this factor_reference is available.",
-                       code="FACTOR_NOT_FOUND")
+        raise factor_not_found("factor_reference")
     factor = factor_of_row(factor_row)
     activity_date = dt.date.fromisoformat(payload["activity_date"])
     reason = factor.applies_to(payload["mode"], activity_date)

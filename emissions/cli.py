@@ -19,6 +19,7 @@ from playhouse import db_url
 
 import emissions
 
+from . import accounts
 from . import analytics
 from . import audit
 from . import auth
@@ -122,7 +123,9 @@ def customer_dict(customer: Customer) -> dict:
 # --- commands ------------------------------------------------------------------------------------
 
 def cmd_migrate(args, config):
-    emit(args, {"applied": args.applied}, "applied: " + (", ".join(args.applied) or "nothing, up to date"))
+    # The text names the database: a relative SQLite path depends on the working directory.
+    emit(args, {"applied": args.applied}, f"database: {migrations.database_name(config.database_url)}\n"
+         "applied: " + (", ".join(args.applied) or "nothing, up to date"))
 
 
 ORG_CREATE_FIELDS = ("slug", "name", "status", "entitled")
@@ -353,7 +356,7 @@ def read_password(args, confirm: bool = True) -> str:
 
 
 def user(email: str) -> models.User:
-    found = workspace.accounts.find_user(email)
+    found = accounts.find_user(email)
     if found is None:
         raise CommandError(f"no user with email {email.strip().lower()}")
     return found
@@ -369,7 +372,7 @@ def cmd_user_create(args, config):
 def cmd_user_list(args, config):
     listed = [{"email": u.email, "organization": u.organization.slug, "created_at": models.isoformat(u.created_at),
                "last_sign_in_at": models.isoformat(u.last_sign_in_at)}
-              for u in workspace.accounts.users(organization(args.org) if args.org else None)]
+              for u in accounts.users(organization(args.org) if args.org else None)]
     emit(args, {"users": listed}, "\n".join(
         f"{u['email']}\t{u['organization']}\tcreated {u['created_at']}\tlast sign-in {u['last_sign_in_at'] or '-'}"
         for u in listed) or "no users")
@@ -506,7 +509,9 @@ def cmd_statement(args, config):
     with open(args.output, "w", encoding="utf-8", newline="") as out:
         out.write(content)
     emit(args, {"output": args.output, "format": args.format, "customer": args.customer, "period": found["period"],
-                "calculation_count": int(found["totals"]["calculation_count"])},
+                "calculation_count": int(found["totals"]["calculation_count"]),
+                "shipment_count": found["totals"]["shipment_count"],
+                "single_calculation_count": found["totals"]["single_calculation_count"]},
          f"wrote the {args.format} statement of {args.customer} to {args.output}")
     return 0
 
@@ -652,8 +657,8 @@ def warn_about_secret(config: Config) -> None:
 
 def serve(config, args, **options) -> None:
     """Serve on --host/--port; a port that cannot be listened on is one line, not a traceback."""
-    from . import server  # Waitress and the app load only for the commands that serve
-    from . import workers
+    from .serving import server  # Waitress and the app load only for the commands that serve
+    from .serving import workers
 
     count = getattr(args, "workers", None) or config.workers
     try:
@@ -999,16 +1004,21 @@ def password_options(sub, allow_argument: bool = True) -> None:
         sub.add_argument("--password", help="kept for scripts; lands in shell history: prefer --password-stdin")
 
 
-def pending_message(count: int) -> str:
-    """The one line a command meets on a database with `count` pending migrations."""
-    return f"the database has {count} pending migration{'s' if count != 1 else ''}: run `emissions migrate` first"
+def pending_message(count: int, database_url: str, new: bool = False) -> str:
+    """The one line a command meets on a database with `count` pending migrations; it names the
+    database, so that `emissions migrate` is run on that one and not on a new file elsewhere."""
+    message = (f"the database {migrations.database_name(database_url)} has {count} pending "
+               f"migration{'s' if count != 1 else ''}: run `emissions migrate` first")
+    if new:
+        message += " (the file does not exist yet: if your database is elsewhere, set DATABASE_URL to it)"
+    return message
 
 
-def refuse_if_pending(database) -> None:
+def refuse_if_pending(database, database_url: str) -> None:
     """A command other than migrate, serve and quickstart changes no schema: it stops at pending migrations."""
     waiting = migrations.pending(database)
     if waiting:
-        raise CommandError(pending_message(len(waiting)))
+        raise CommandError(pending_message(len(waiting), database_url))
 
 
 def is_new_sqlite_file(url: str) -> bool:
@@ -1047,7 +1057,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.handler is cmd_backup:  # before binding creates an empty database at a mistyped path
             backup.require_database(config.database_url)
         elif not migrating and is_new_sqlite_file(config.database_url):  # every migration is pending
-            raise CommandError(pending_message(len(migrations.available())))
+            raise CommandError(pending_message(len(migrations.available()), config.database_url, new=True))
         try:
             # A connect timeout and keepalives, but no statement timeout: a command may run long (prune, migrate).
             database = bind(config.database_url, dataclasses.replace(config.postgres_waits, statement_timeout=0))
@@ -1056,7 +1066,7 @@ def main(argv: list[str] | None = None) -> int:
         if migrating:
             args.applied = migrations.run(database)
         else:
-            refuse_if_pending(database)
+            refuse_if_pending(database, config.database_url)
         status = args.handler(args, config)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is met below, not in a traceback
     except (CommandError, ConfigError, *DOMAIN_ERRORS) as exc:

@@ -5,7 +5,6 @@ import ipaddress
 import os
 from dataclasses import dataclass, replace
 
-from . import affinity
 from . import postgres
 
 DEFAULT_DATABASE_URL = "sqlite:///emissions.sqlite3"
@@ -120,16 +119,6 @@ def env_addresses(name: str) -> tuple[str, ...]:
     return parts
 
 
-def env_cpus(name: str) -> str | tuple[int, ...]:
-    """CPU_AFFINITY: 'auto' (the default), 'off', or a CPU list, e.g. '0-3,6' (whether this process
-    may use them is checked where it serves: affinity.plan)."""
-    raw = env_str(name, affinity.AUTO)
-    try:
-        return affinity.parse(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be auto, off or a CPU list such as 0-3,6: {exc}") from None
-
-
 MIN_SECRET_KEY_LENGTH = 32
 
 
@@ -163,7 +152,7 @@ class Config:
     calculation_cache_size: int = 10_000
     # Serving (docs/operations.md, "Server settings").
     workers: int = 1
-    cpu_affinity: str | tuple[int, ...] = affinity.AUTO
+    cpu_affinity: str | None = None  # retired, accepted and ignored: serve warns when it is set
     connection_limit: int = 1000
     channel_timeout: int = 30
     backlog: int = 1024
@@ -198,7 +187,7 @@ class Config:
             log_requests=env_bool("LOG_REQUESTS", True),
             calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
             workers=env_int("WORKERS", 1, minimum=1, maximum=MAX_WORKERS),
-            cpu_affinity=env_cpus("CPU_AFFINITY"),
+            cpu_affinity=env_str("CPU_AFFINITY"),
             connection_limit=env_int("CONNECTION_LIMIT", 1000, minimum=1),
             channel_timeout=env_int("CHANNEL_TIMEOUT", 30, minimum=1),
             backlog=env_int("BACKLOG", 1024, minimum=1),

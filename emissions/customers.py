@@ -11,6 +11,7 @@ import peewee as pw
 
 from . import audit
 from . import schemas
+from . import text
 from .csvimport import ImportRejected, RowProblem, read_records
 from .db import db
 from .models import Customer, Organization
@@ -38,11 +39,6 @@ def is_valid_reference(reference: str) -> bool:
             and schemas.path_parameter_pattern("customerReference").match(reference) is not None)
 
 
-def has_control_character(text: str) -> bool:
-    """True if a name holds a line break or another control character (C0, DEL or C1)."""
-    return any(ord(character) < 32 or 127 <= ord(character) < 160 for character in text)
-
-
 def problems(reference: str | None = None, name: str | None = None, country: str | None = None,
              status: str | None = None) -> list[tuple[str, str]]:
     """(field, reason) for every given value that a customer cannot have; None means not given."""
@@ -60,8 +56,8 @@ def problems(reference: str | None = None, name: str | None = None, country: str
             found.append(("name", "is required"))
         elif len(name) > MAX_NAME:
             found.append(("name", f"must be at most {MAX_NAME} characters"))
-        elif has_control_character(name):
-            found.append(("name", "must not contain line breaks or other control characters"))
+        elif text.problem(name):
+            found.append(("name", text.problem(name)))
     if country is not None and not (len(country) == 2 and country.isascii() and country.isalpha()):
         found.append(("country", "must be a two-letter country code"))
     if status is not None and status not in STATUSES:

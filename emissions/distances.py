@@ -20,6 +20,11 @@ THREE_PLACES = Decimal("0.001")
 # GLEC Framework v3 (and ISO 14083's guidance it carries): a modelled shortest sea route is
 # lengthened by 15% for the deviations real voyages make.
 SEA_ROUTE_UPLIFT = Decimal("1.15")
+# A sea route runs between the network's nodes nearest the two places; a place farther than this
+# from its node is not at sea or a port (Ulaanbaatar is 1,334 km from it, Rotterdam 1 km, Shanghai
+# 14 km; half of searoute's own port list is within 32 km, and what lies past 500 km is inland:
+# Denver, Timbuktu, Laredo).
+MAX_SEA_SNAP_KM = Decimal(500)
 
 
 @dataclass(frozen=True)
@@ -30,11 +35,14 @@ class Distance:
     method: str  # given | great_circle | sea_route
     raw: Decimal | None = None  # before the adjustment, when one was applied
     adjustment: str | None = None
+    snapped: tuple[Decimal, Decimal] | None = None  # sea_route: km from each place to the network
 
     def to_dict(self) -> dict:
         found = {"value": self.value, "unit": "km", "method": self.method}
         if self.adjustment is not None:
             found["adjustment"] = {"rule": self.adjustment, "unadjusted": self.raw}
+        if self.snapped is not None:
+            found["snapped"] = {"origin_km": self.snapped[0], "destination_km": self.snapped[1]}
         return found
 
 
@@ -87,12 +95,19 @@ def great_circle_km(origin: tuple[float, float], destination: tuple[float, float
 
 # A shortest-path search over the whole maritime network: kept per lane, since shippers repeat lanes.
 @lru_cache(maxsize=4096)
-def sea_route_km(origin: tuple[float, float], destination: tuple[float, float]) -> Decimal:
-    """The shortest sea route in km between two (latitude, longitude) points, to the metre."""
+def sea_route(origin: tuple[float, float], destination: tuple[float, float]) -> tuple[Decimal, Decimal, Decimal]:
+    """The shortest sea route in km between two (latitude, longitude) points, to the metre, and the
+    great-circle km from each point to the network node the route starts or ends at."""
     import searoute  # networkx and the network load on the first SEA leg
 
     route = searoute.searoute([origin[1], origin[0]], [destination[1], destination[0]], units="km")
-    return Decimal(repr(float(route["properties"]["length"]))).quantize(THREE_PLACES, rounding=ROUND_HALF_EVEN)
+    length = Decimal(repr(float(route["properties"]["length"]))).quantize(THREE_PLACES, rounding=ROUND_HALF_EVEN)
+    points = route["geometry"]["coordinates"]
+    if not points:  # no route at all: both places snap to one node
+        return length, Decimal(0), Decimal(0)
+    (first_longitude, first_latitude), (last_longitude, last_latitude) = points[0][:2], points[-1][:2]
+    return (length, great_circle_km(origin, (first_latitude, first_longitude)),
+            great_circle_km(destination, (last_latitude, last_longitude)))
 
 
 def _coordinates(place: dict) -> tuple[float, float] | None:
@@ -128,6 +143,10 @@ def leg_distance(leg: dict, field: str) -> Distance:
     if mode == "AIR":
         # No +95 km here: the DESNZ air factors are built for great-circle distances (methodology.md).
         return Distance(great_circle_km(origin, destination), "great_circle")
-    raw = sea_route_km(origin, destination)
+    raw, origin_gap, destination_gap = sea_route(origin, destination)
+    for end, gap in (("origin", origin_gap), ("destination", destination_gap)):
+        if gap > MAX_SEA_SNAP_KM:
+            raise unknown(f"{field}.{end}", f"is {gap:,.0f} km from the sea network (a SEA leg's places may be at "
+                                            f"most {MAX_SEA_SNAP_KM:,.0f} km from it)")
     adjusted = (raw * SEA_ROUTE_UPLIFT).quantize(THREE_PLACES, rounding=ROUND_HALF_EVEN)
-    return Distance(adjusted, "sea_route", raw, "GLEC: shortest sea route + 15%")
+    return Distance(adjusted, "sea_route", raw, "GLEC: shortest sea route + 15%", (origin_gap, destination_gap))

@@ -69,3 +69,21 @@ class LimitReached(ApiError):
     def __init__(self, message: str, *, retry_after: int, code: str | None = None):
         super().__init__(message, code=code, headers={"Retry-After": str(max(1, int(retry_after)))})
         self.retry_after = max(1, int(retry_after))
+
+
+CREATE_CUSTOMER = "create it with `emissions customer create` or in the workspace"
+LIST_FACTORS = "list the factors this key may use with `GET /v1/factors`"
+
+
+def customer_not_found(field: str) -> NotFound:
+    """CUSTOMER_NOT_FOUND naming the field (customer_reference in a body, customerReference in a path)
+    and how to create one; the same words for another tenant's customer as for one that never existed."""
+    return NotFound(f"No customer with this {field} exists in this environment: {CREATE_CUSTOMER}.",
+                    code="CUSTOMER_NOT_FOUND", details=[{"field": field, "message": "names no customer"}])
+
+
+def factor_not_found(field: str, reference: str | None = None) -> NotFound:
+    """FACTOR_NOT_FOUND naming the field and where to find the factors the key may use."""
+    named = f" {reference}" if reference else f" with this {field}"
+    return NotFound(f"No active governed factor{named} is available to this organization: {LIST_FACTORS}.",
+                    code="FACTOR_NOT_FOUND", details=[{"field": field, "message": "names no active factor"}])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 
 from . import audit
+from . import text as text_rule
 from .db import EXACT_SUM, db
 from .models import HUB, HUB_TYPES, MODES, Factor, Organization
 
@@ -89,11 +90,15 @@ def check(reference: str, mode: str, name: str, source: str, value=None, *, ttw=
         found.append(("hub_type", f"applies to {HUB} factors only"))
     if not reference or len(reference) > 120 or reference != reference.strip():
         found.append(("reference", "must be 1 to 120 characters, without spaces around it"))
+    elif text_rule.problem(reference):
+        found.append(("reference", text_rule.problem(reference)))
     texts = {"name": name, "source": source, "region": region, **provenance}
     for field_name, limit in TEXT_LIMITS:
         text = texts.get(field_name)
         if text is not None and not 0 < len(text.strip()) <= limit:  # the columns' sizes
             found.append((field_name, f"must be 1 to {limit} characters"))
+        elif text is not None and text_rule.problem(text):
+            found.append((field_name, text_rule.problem(text)))
     if valid_from and valid_to and valid_to < valid_from:
         found.append(("valid_to", "must not be before valid_from"))
     year = provenance.get("publication_year")
@@ -241,3 +246,28 @@ def breakdown(activity: Decimal, emissions: Decimal, ttw_value: Decimal | None) 
         context.prec = 60 + len(activity.as_tuple().digits) + len(ttw_value.as_tuple().digits)
         ttw = (activity * ttw_value).quantize(SIX_PLACES, rounding=ROUND_HALF_EVEN)
         return ttw, emissions - ttw
+
+
+def listed(factor: Factor) -> dict:
+    """A factor as GET /v1/factors lists it: its figures (WTW and, where recorded, its TTW and WTT
+    parts), validity and lineage, and whether it is the shared library's or the organization's own."""
+    return {
+        "object": "factor",
+        "reference": factor.reference,
+        "version": factor.version,
+        "name": factor.name,
+        "mode": factor.mode,
+        "hub_type": factor.hub_type,
+        "unit": factor.unit,
+        "wtw": factor.value,
+        "ttw": factor.ttw_value,
+        "wtt": factor.wtt_value,
+        "region": factor.region,
+        "valid_from": factor.valid_from.isoformat() if factor.valid_from else None,
+        "valid_to": factor.valid_to.isoformat() if factor.valid_to else None,
+        "source": factor.source,
+        "source_row": factor.source_row,
+        "publication": factor.publication,
+        "radiative_forcing": factor.radiative_forcing,
+        "owner": "shared" if factor.organization_id is None else "organization",
+    }

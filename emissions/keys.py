@@ -6,6 +6,7 @@ from typing import Callable
 
 from . import audit
 from . import auth
+from . import text
 from .db import db
 from .models import ApiKey, Organization, SCOPES, isoformat, utcnow
 
@@ -71,6 +72,8 @@ def create(organization: Organization, environment: str, scopes: list[str], *, s
     """
     if len(name) > 200:
         raise ApiKeyError("name must be at most 200 characters")
+    if text.problem(name):
+        raise ApiKeyError("name " + text.problem(name))
     if expires_at is not None and expires_at <= utcnow():
         raise ApiKeyError(f"expires_at {isoformat(expires_at)} is not in the future; such a key could never be used")
     try:

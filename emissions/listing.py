@@ -1,4 +1,5 @@
-"""GET /v1/calculations and GET /v1/shipments: a tenant's rows, newest first, filtered, a page at a time.
+"""GET /v1/calculations and GET /v1/shipments: a tenant's rows, newest first, filtered, a page at a time;
+GET /v1/factors: the active factors a tenant may use, by reference, a page at a time.
 
 Pages are cut by keyset (created_at, id), never by OFFSET, and every filter has an index that also
 yields the order (migrations 0008 and 0013), so a page costs the same on the first day and after
@@ -9,9 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import NamedTuple
 
+from . import factors
+from . import jsoncodec
 from . import store
 from .errors import InvalidRequest
-from .models import Calculation
+from .models import Calculation, Factor
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -94,3 +97,24 @@ def page(organization_id: int, environment: str, query: dict, table: str = CALCU
     has_more = len(bodies) > limit
     return ('{"object":"list","data":[' + ",".join(bodies[:limit]) + '],"has_more":'
             + ("true" if has_more else "false") + "}")
+
+
+def factor_page(organization_id: int, query: dict) -> str:
+    """One page of the active factors the organization may use (its own and the shared library's),
+    in order of reference, as the JSON text the API answers.
+
+    A reference has at most one active version and belongs to one owner, so it orders the list and
+    marks a page's end. starting_after is compared, never looked up: a reference retired meanwhile
+    still starts the page after it, and the answer says nothing about another organization's factors.
+    """
+    conditions = [Factor.status == "active",
+                  Factor.organization.is_null() | (Factor.organization == organization_id)]
+    for name, column in (("mode", Factor.mode), ("hub_type", Factor.hub_type), ("reference", Factor.reference)):
+        if name in query:
+            conditions.append(column == query[name])
+    if "starting_after" in query:
+        conditions.append(Factor.reference > query["starting_after"])
+    limit = query.get("limit", DEFAULT_LIMIT)
+    rows = list(Factor.select().where(*conditions).order_by(Factor.reference).limit(limit + 1))
+    return jsoncodec.dumps({"object": "list", "data": [factors.listed(row) for row in rows[:limit]],
+                            "has_more": len(rows) > limit})

@@ -6,9 +6,10 @@ import re
 import peewee as pw
 
 from . import audit
+from . import text
 from .db import db
 from .models import Organization
-from .workspace import accounts
+from . import accounts
 
 STATUSES = ("active", "suspended")
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -63,6 +64,8 @@ def create(name: str, *, slug: str | None = None, entitled: bool = True, live_ca
     """A new active organization (its slug derived from the name when not given), with `org.created`."""
     if not 0 < len(name.strip()) <= MAX_NAME:
         raise OrganizationError(f"name must be 1 to {MAX_NAME} characters")
+    if text.problem(name):
+        raise OrganizationError("name " + text.problem(name))
     slug = slug or free_slug(name)
     if not SLUG.fullmatch(slug):
         raise OrganizationError("slug must be lowercase letters, digits and dashes")

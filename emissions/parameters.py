@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import parse_qsl
 
+from . import text as text_rule
 from .errors import InvalidRequest
 
 DATE_PATTERN = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of each byte that is not UTF-8
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 MAX_SHOWN = 100  # a parameter name quoted back in a message is cut here
 
@@ -54,8 +56,8 @@ def text(max_length: int) -> Parser:
             raise BadValue("must not be empty")
         if len(value) > max_length:
             raise BadValue(f"must be at most {max_length} characters")
-        if CONTROL_CHARACTERS.search(value):
-            raise BadValue("must not contain control characters")
+        if text_rule.problem(value):
+            raise BadValue(text_rule.problem(value))
         return value
     return parse
 
@@ -89,13 +91,18 @@ class Query:
         values: dict = {}
         details: list[dict] = []
         seen: set[str] = set()
-        for name, value in parse_qsl(query_string, keep_blank_values=True, errors="replace"):
+        # Bytes that are not UTF-8 stay visible (as lone surrogates) rather than becoming U+FFFD,
+        # which a filter would then look for and quietly find nothing.
+        for name, value in parse_qsl(query_string, keep_blank_values=True, errors="surrogateescape"):
             parser = self.parameters.get(name)
             if parser is None:
                 details.append({"field": _shown(name), "message": "is not an accepted query parameter"})
             elif name in seen:
                 details.append({"field": name, "message": "is given more than once"})
                 values.pop(name, None)
+            elif NOT_UTF8.search(value):
+                seen.add(name)
+                details.append({"field": name, "message": "must be percent-encoded UTF-8"})
             else:
                 seen.add(name)
                 try:

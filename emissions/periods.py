@@ -168,7 +168,8 @@ def by_month(environment: str, rows: list) -> list[dict]:
     """Per activity month with data, in month order: count, activity and emissions with their breakdown."""
     months: dict[str, list] = {}
     for row in rows:
-        months.setdefault(row.first_activity_date.strftime("%Y-%m"), []).append(row)
+        day = row.first_activity_date  # strftime("%Y") writes the year 999 as "999"
+        months.setdefault(f"{day.year:04d}-{day.month:02d}", []).append(row)
     answer = []
     for month in sorted(months):
         totals = analytics.summarize(environment, months[month])

@@ -23,7 +23,8 @@ from .auth import Principal
 from .webhooks import events as webhook_events
 from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
 from .config import DEFAULT_TEST_CAPACITY
-from .errors import CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_
+from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
+                     customer_not_found, factor_not_found)
 from .db import EXACT_SUM
 from .models import HUB, Factor, Shipment, isoformat, new_id, utcnow
 
@@ -86,8 +87,11 @@ def air_band(leg: dict, distance: Decimal) -> str:
 
 
 def _country(place: dict) -> str | None:
+    """The place's country: the one given, else the one its UN/LOCODE names, else its airport's."""
     if "country" in place:
         return place["country"].upper()
+    if "locode" in place:
+        return place["locode"][:2].upper()
     if "iata" in place:
         found = distances._airports().get(place["iata"].upper())
         return found["country"] if found else None
@@ -155,16 +159,75 @@ def _active_factors(organization_id: int, references: set[str]) -> dict[str, Fac
     return {row.reference: factor_of_row(row) for row in found}
 
 
+def place_code(place: dict) -> str | None:
+    """The place's code as a leg's calculation keeps it: its own code, else its UN/LOCODE or IATA code."""
+    if "code" in place:
+        return place["code"]
+    if "locode" in place:
+        return place["locode"].upper().replace(" ", "")
+    if "iata" in place:
+        return place["iata"].upper()
+    return None
+
+
 def v1_place(place: dict) -> dict:
-    """A shipment's place as the v1 Place a leg's calculation shows: code, label, country."""
-    found = {name: place[name] for name in ("code", "label", "country") if name in place}
+    """A shipment's place as the v1 Place a leg's calculation shows: code, label, country. The LOCODE or
+    IATA code is kept as code and its country (a LOCODE's first two letters, an airport's country from
+    airportsdata) as country, so that leg rows can be grouped by lane."""
+    found = {name: place[name] for name in ("label", "country") if name in place}
+    code = place_code(place)
+    if code:
+        found["code"] = code
+    country = _country(place)
+    if country:
+        found["country"] = country
     if "code" not in found and "label" not in found:
-        code = place.get("iata") or place.get("locode")
-        if code:
-            found["code"] = code
-        else:
-            found["label"] = f"{place['latitude']:.6f},{place['longitude']:.6f}"
-    return found
+        found["label"] = f"{place['latitude']:.6f},{place['longitude']:.6f}"
+    return {name: found[name] for name in ("code", "label", "country") if name in found}
+
+
+def _codes(place: dict) -> dict[str, str]:
+    """The codes a place is known by, per system (locode, iata, code), normalised for comparing."""
+    return {name: place[name].upper().replace(" ", "") for name in ("locode", "iata", "code") if name in place}
+
+
+def _same_place(left: dict, right: dict) -> bool | None:
+    """Whether two places are one by their codes: None when no code of one can be compared with the
+    other's (a free `code` compares with any system, a LOCODE only with a LOCODE, an IATA code with an IATA code)."""
+    pairs = [(a, b) for kind_a, a in _codes(left).items() for kind_b, b in _codes(right).items()
+             if kind_a == kind_b or "code" in (kind_a, kind_b)]
+    if not pairs:
+        return None
+    return any(a == b for a, b in pairs)
+
+
+def check_continuity(payload: dict) -> None:
+    """Refuse a chain whose leg starts where the leg before it did not end, when both ends are known by
+    comparable codes; a hub between them, or "continuity": "not_checked", lets it through."""
+    if payload.get("continuity", "checked") == "not_checked":
+        return
+    elements = payload["elements"]
+    gaps = []
+    for index in range(1, len(elements)):
+        before, element = elements[index - 1], elements[index]
+        if before["type"] != "leg" or element["type"] != "leg":
+            continue
+        if _same_place(before["destination"], element["origin"]) is False:
+            gaps.append((index, _codes(before["destination"]), _codes(element["origin"])))
+    if not gaps:
+        return
+    details, named = [], []
+    for index, ended, starts in gaps:
+        ended_text, starts_text = "/".join(ended.values()), "/".join(starts.values())
+        details += [{"field": f"elements[{index}].origin",
+                     "message": f"starts at {starts_text}, not where elements[{index - 1}] ends ({ended_text})"},
+                    {"field": f"elements[{index - 1}].destination",
+                     "message": f"ends at {ended_text}, not where elements[{index}] starts ({starts_text})"}]
+        named.append(f"elements[{index}].origin ({starts_text}) is not elements[{index - 1}].destination "
+                     f"({ended_text})")
+    raise InvalidRequest(f"The request body is invalid: the chain has a gap: {'; '.join(named)}. Add the leg "
+                         "between them or the hub where the cargo changes hands, or send \"continuity\": "
+                         "\"not_checked\" if the chain is meant to be incomplete.", status=422, details=details)
 
 
 def _failure(index: int, message: str) -> CalculationFailed:
@@ -201,31 +264,34 @@ class Chain:
         elements = self.payload["elements"]
         found_distances = {index: distances.leg_distance(element, f"elements[{index}]")
                            for index, element in enumerate(elements) if element["type"] == "leg"}
+        # After the distances: a code the service does not know is said first, then a gap between known ones.
+        check_continuity(self.payload)
         references = {index: element.get("factor_reference") or default_factor(element, found_distances[index].value)
                       for index, element in enumerate(elements)}
         active = _active_factors(self.principal.organization_id, set(references.values()))
+        # Lists read newest first, then by id descending: the legs' ids, made descending in chain order,
+        # list a shipment's legs together and in chain order at the moment they share.
+        leg_ids = iter(sorted((new_id() for element in elements if element["type"] == "leg"), reverse=True))
         worked = []
         for index, element in enumerate(elements):
             factor = active.get(references[index])
             if factor is None:
-                raise NotFound(f"No active governed factor {references[index]} is available for element {index}.",
-                               code="FACTOR_NOT_FOUND", details=[{"field": f"elements[{index}].factor_reference",
-                                                                   "message": "names no active factor"}])
+                raise factor_not_found(f"elements[{index}].factor_reference", references[index])
             if element["type"] == "leg":
                 worked.append(self._leg(index, element, found_distances[index], factor,
-                                        "factor_reference" not in element))
+                                        "factor_reference" not in element, next(leg_ids)))
             else:
                 worked.append(self._hub(index, element, factor))
         return worked
 
-    def _leg(self, index: int, leg: dict, distance: distances.Distance, factor: Factor, by_default: bool) -> Element:
+    def _leg(self, index: int, leg: dict, distance: distances.Distance, factor: Factor, by_default: bool,
+             calculation_id: str) -> Element:
         reason = factor.applies_to(leg["mode"], self.activity_date)
         if reason is not None:
             raise _failure(index, reason)
         activity, emissions = compute(self.tonnes, distance.value, factor.value)
         _refuse_zero(index, activity, emissions)
         parts = factors.breakdown(activity, emissions, factor.ttw_value)
-        calculation_id = new_id()
         leg_payload = {"external_reference": self.payload["external_reference"],
                        "customer_reference": self.payload["customer_reference"], "mode": leg["mode"],
                        "activity_date": self.payload["activity_date"], "origin": v1_place(leg["origin"]),
@@ -316,7 +382,7 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
     if found.existing is not None:
         return _replay(found.existing, payload_fingerprint)
     if found.customer is None:
-        raise NotFound("No customer with this customer_reference exists.", code="CUSTOMER_NOT_FOUND")
+        raise customer_not_found("customer_reference")
     customer = found.customer
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "

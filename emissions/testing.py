@@ -31,7 +31,8 @@ from .webhooks import endpoints as webhook_endpoints
 from .webhooks import signing as webhook_signing
 from .app import create_app
 from .config import Config
-from .server import close_listeners, create_server
+from .serving.adaptations import close_listeners
+from .serving.server import create_server
 
 ACTOR = "sandbox"
 ENVIRONMENT = "test"

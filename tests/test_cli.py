@@ -67,6 +67,7 @@ def test_migrate_applies_every_migration_once(tmp_path):
 def test_without_database_url_the_database_is_a_file_in_the_working_directory(tmp_path):
     migrated = run_command("migrate", cwd=tmp_path)
     assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.startswith(f"database: {tmp_path / 'emissions.sqlite3'}\napplied: 0001_initial, ")
     assert (tmp_path / "emissions.sqlite3").exists()
     result = run_command("org", "create", "--name", "Acme", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -81,8 +82,28 @@ def test_a_command_on_a_new_database_exits_1_naming_migrate_and_creates_nothing(
     result = run_command("org", "list", cwd=tmp_path)
     count = len(migrations.available())
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == f"emissions: the database has {count} pending migrations: run `emissions migrate` first\n"
+    assert result.stderr == (
+        f"emissions: the database {tmp_path / 'emissions.sqlite3'} has {count} pending migrations: run `emissions "
+        "migrate` first (the file does not exist yet: if your database is elsewhere, set DATABASE_URL to it)\n")
     assert not (tmp_path / "emissions.sqlite3").exists()
+
+
+def test_a_command_run_from_another_directory_names_the_database_it_would_use(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    assert run_command("migrate", cwd=tmp_path / "home").returncode == 0
+    result = run_command("org", "list", cwd=tmp_path / "elsewhere")
+    assert result.returncode == 1
+    assert f"the database {tmp_path / 'elsewhere' / 'emissions.sqlite3'} has " in result.stderr
+    up_to_date = run_command("migrate", cwd=tmp_path / "home")
+    assert up_to_date.stdout == f"database: {tmp_path / 'home' / 'emissions.sqlite3'}\napplied: nothing, up to date\n"
+
+
+def test_a_postgresql_database_is_named_without_its_password():
+    assert migrations.database_name("postgresql://app:s3cret@db.example:5432/emissions?sslmode=require") == (
+        "postgresql://app@db.example:5432/emissions?sslmode=require")
+    assert migrations.database_name("postgresql://:s3cret@db.example/emissions") == "postgresql://db.example/emissions"
+    assert migrations.database_name("postgresql://db.example/emissions") == "postgresql://db.example/emissions"
 
 
 def test_a_command_on_an_unmigrated_database_exits_1_and_creates_no_tables(tmp_path):
@@ -103,7 +124,7 @@ def test_a_command_after_an_upgrade_names_the_migrations_still_to_apply(tmp_path
         connection.execute("DELETE FROM migration_history WHERE name = ?", (migrations.available()[-1].stem,))
     result = run_command("key", "list", "--org", "acme", cwd=tmp_path, DATABASE_URL=url)
     assert (result.returncode, result.stderr) == (
-        1, "emissions: the database has 1 pending migration: run `emissions migrate` first\n")
+        1, f"emissions: the database {tmp_path / 'old.sqlite3'} has 1 pending migration: run `emissions migrate` first\n")
 
 
 @pytest.mark.parametrize("argv, env, status, message", [

@@ -53,6 +53,13 @@ def assert_valid_customer(body: dict) -> None:
     assert errors == []
 
 
+PATH_CUSTOMER_NOT_FOUND = {
+    "code": "CUSTOMER_NOT_FOUND",
+    "message": "No customer with this customerReference exists in this environment: create it with "
+               "`emissions customer create` or in the workspace.",
+    "details": [{"field": "customerReference", "message": "names no customer"}]}
+
+
 def not_found_body(response) -> dict:
     error = dict(response.json["error"])
     assert error.pop("request_id") == response.headers["X-Request-Id"]
@@ -126,8 +133,7 @@ def test_a_reference_breaking_the_pattern_or_length_is_customer_not_found(client
     # Even a stored customer with such a reference is not served: the path rule comes first.
     make_customer(acme.org, stored_reference)
     response = get_customer(client, acme.key, path_reference, emissions=emissions, status=404)
-    assert not_found_body(response) == {"code": "CUSTOMER_NOT_FOUND",
-                                        "message": "No customer with this reference exists."}
+    assert not_found_body(response) == PATH_CUSTOMER_NOT_FOUND
 
 
 # Sent as raw bytes to the real server: Bottle decodes a path as UTF-8 dropping invalid bytes, and its

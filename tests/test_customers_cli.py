@@ -196,7 +196,7 @@ def test_import_with_any_bad_row_imports_nothing_and_reports_every_bad_row(run, 
         {"line": 8, "field": "reference", "reason": "already exists in acme (test)"},
         {"line": 11, "field": "reference", "reason": "must be at most 120 characters"},
         {"line": 12, "field": "row", "reason": "has 5 fields; the header has 4"},
-        {"line": 13, "field": "name", "reason": "must not contain line breaks or other control characters"},
+        {"line": 13, "field": "name", "reason": "must not contain control characters, bidirectional controls or unpaired surrogates"},
         {"line": 15, "field": "name", "reason": "must be at most 200 characters"},
     ]}
     assert references(acme.org) == ["cust-1", "taken"]

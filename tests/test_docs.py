@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port, output_until_serving
+from conftest import FAKETIME_SHIM, free_port, output_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -44,11 +44,12 @@ def test_the_readme_gives_two_commands():
 def test_ci_runs_the_readme_test_command_exactly():
     _, test = shell_blocks("Two commands")
     script = (ROOT / ".ci" / "run").read_text()
-    # The guarded install of the browser tests' Chromium (docs/workspace.md) comes before it.
+    # The guarded install of the browser tests' Chromium and of faketime comes before it.
     script = re.sub(r"(?ms)^if ! command -v chromium.*?^fi$", "", script)
     commands = [line for line in script.splitlines()
                 if line.strip() and not line.startswith(("#", "set ", "cd ", "export "))]
-    assert commands == [test]
+    # Then the same suite once more with the machine's date a year ahead (issue 32: no test may depend on it).
+    assert commands == [test, "FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f +365d .venv/bin/pytest"]
 
 
 def anchor(heading: str) -> str:
@@ -209,6 +210,8 @@ def sandbox(tmp_path):
     port = free_port()
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("DATABASE_URL", "PYTHONPATH", "VIRTUAL_ENV")}
+    if "FAKETIME" in os.environ:  # a year ahead (.ci/run): the installed service loads the sleep shim too
+        environment["PYTHONPATH"] = str(FAKETIME_SHIM)
     # As `pip install --no-compile`: the tour compiles what it imports, not every module pip installs.
     environment["PIP_COMPILE"] = "false"
     process = subprocess.Popen(["bash", "-c", f"{install} --port {port}"], cwd=checkout, env=environment,
@@ -217,7 +220,8 @@ def sandbox(tmp_path):
         text = output_until_serving(process)
         key = re.search(r"Test API key \(shown once\): (\S+)", text)
         assert key, process.stderr.read() if process.poll() is not None else text
-        yield {"checkout": checkout, "env": {**environment, "KEY": key.group(1), "BASE": f"http://127.0.0.1:{port}"}}
+        yield {"checkout": checkout, "env": {**environment, "KEY": key.group(1), "BASE": f"http://127.0.0.1:{port}"},
+               "curl": text.split("Try it from another terminal:\n\n", 1)[1].split("\n\n", 1)[0]}
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         out, err = process.communicate(timeout=60)
@@ -257,6 +261,23 @@ def test_the_install_command_starts_a_sandbox_on_which_the_tour_works_as_written
     assert totals["emissions"] == {"value": 500.88, "unit": "kgCO2e",
                                    "breakdown": {"ttw": 406.52, "wtt": 94.36, "unattributed": 0}}
 
+    # The period example (issue 37): with the quickstart's own line sent too (dated the day it runs), the
+    # README's quarter counts tour-1 alone, on any date; the statement of that period says the same.
+    assert json.loads(run(sandbox["curl"], sandbox))["status"] == "succeeded"
+    tour = section("Five-minute tour")
+    period = re.search(r"Add `(\?from=\d{4}-\d{2}-\d{2}&to=\d{4}-\d{2}-\d{2})`", tour).group(1)
+    assert re.search(r"counts\s+`tour-1` alone", tour)
+    url = "$BASE/v1/customers/demo-customer/emissions"
+    assert f'"{url}"' in analytics
+    quarter = json.loads(run(analytics.replace(url, url + period), sandbox))["analytics"]
+    assert quarter["calculation_count"] == 1 and quarter["emissions"]["value"] == 500.88
+    assert quarter["first_activity_date"] == calculation["activity_date"] == quarter["last_activity_date"]
+    statement = json.loads(run(analytics.replace(url, url.replace("/emissions", "/statement") + period), sandbox))
+    assert statement["totals"]["calculation_count"] == 1 and statement["first_activity_date"] == "2026-01-15"
+    assert "`?external_reference=tour-1` finds" in tour
+    listed = json.loads(run(analytics.replace(url, "$BASE/v1/calculations?external_reference=tour-1"), sandbox))
+    assert [found["id"] for found in listed["data"]] == [calculation["id"]]
+
     run(sign_up, sandbox)
     email = re.search(r"--email (\S+)", sign_up).group(1)
     password = re.search(r"printf '%s\\n' '([^']*)'", sign_up).group(1)
@@ -272,3 +293,44 @@ def test_the_install_command_starts_a_sandbox_on_which_the_tour_works_as_written
         signed_in = browser.get(f"{base}/workspace/login/wait", timeout=30)
     assert signed_in.status_code == 200 and signed_in.url.endswith("/workspace")
     assert "Revoke" in browser.get(f"{base}/workspace/keys", timeout=30).text  # the quickstart's key, listed
+
+
+# --- code names in the documents ---------------------------------------------------------------------
+
+CODE_NAME = re.compile(r"`((?:emissions\.)?[a-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
+FILE_NAME = re.compile(r"\.(py|pyz|tpl|md|json|csv|sqlite3|lock)$")
+
+
+def missing_code_names(text: str) -> list[str]:
+    """The `module.name` a document quotes whose module is the package's and whose name it lacks."""
+    import importlib
+
+    modules: dict[str, str] = {}  # a module's or package's last name: its dotted name, the shallowest one
+    for path in sorted((ROOT / "emissions").rglob("*.py"), key=lambda path: len(path.parts), reverse=True):
+        dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[dotted.rsplit(".", 1)[-1]] = dotted
+    missing = []
+    for name in CODE_NAME.findall(text):
+        if FILE_NAME.search(name):
+            continue
+        parts = name.removeprefix("emissions.").split(".")
+        if parts[0] not in modules:
+            continue  # a field, an event type, a host: not a module of the package
+        target = importlib.import_module(modules[parts[0]])
+        for attribute in parts[1:]:
+            if not hasattr(target, attribute):
+                missing.append(name)
+                break
+            target = getattr(target, attribute)
+    return missing
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_code_name_the_documents_quote_exists(document):
+    assert missing_code_names((ROOT / document).read_text()) == []
+
+
+def test_the_code_name_check_finds_what_it_looks_for():
+    assert missing_code_names("`store.Write`, `emissions.db.SQLITE_PRAGMAS`, `cargo.value`, `emissions.pyz`") == []
+    assert missing_code_names("`calculations._no_such_function` and `server.NoSuchClass.method`") == [
+        "calculations._no_such_function", "server.NoSuchClass.method"]

@@ -223,8 +223,10 @@ def test_export_of_an_organization_without_factors_is_the_header_alone(run, acme
 
 def test_export_writes_cells_a_spreadsheet_would_run_as_text(run, acme, ok):
     ok("factor", "create", "--reference", "van", "--mode", "ROAD", "--value", "0.12522", "--org", "acme",
-       "--name", '=HYPERLINK("http://evil.example","x")', "--source", " \n@SUM(A1)")
+       "--name", '=HYPERLINK("http://evil.example","x")', "--source", "DESNZ")
+    # a source stored before issue 38's text rule refused line breaks
+    models.Factor.update(source=" \n@SUM(A1)").where(models.Factor.reference == "van").execute()
     status, out, _ = run("factor", "export", "--org", "acme")
     row = next(csv.DictReader(io.StringIO(out)))
     assert (status, row["name"], row["source"], row["value"]) == (
-        0, '\'=HYPERLINK("http://evil.example","x")', "' \n@SUM(A1)", "0.12522")
+        0, '\'=HYPERLINK("http://evil.example","x")', "' \n'@SUM(A1)", "0.12522")

@@ -132,7 +132,8 @@ def test_migrate_then_org_list_on_an_unmigrated_postgres_schema(tmp_path):
                                  timeout=60)
         count = len(migrations.available())
         assert (refused.returncode, refused.stderr) == (
-            1, f"emissions: the database has {count} pending migrations: run `emissions migrate` first\n")
+            1, f"emissions: the database {migrations.database_name(url)} has {count} pending migrations: run "
+               "`emissions migrate` first\n")
         database = db_setup.open_database(url)
         assert database.execute_sql("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
                                     ).fetchone()[0] == 0

@@ -18,12 +18,14 @@ import peewee as pw
 import pytest
 import requests
 
-from emissions import workers
+from emissions.serving import workers
 from emissions import workspace
 from emissions.app import create_app
 from emissions.config import Config, ConfigError
-from emissions.db import open_database, share_writer_lock
-from emissions.server import EnvelopeChannel, create_server
+from emissions.db import open_database
+from emissions.serving.adaptations import EnvelopeChannel
+from emissions.serving.server import create_server
+from emissions.serving.writer_lock import share_writer_lock
 from conftest import (EMISSIONS, LiveServer, cli_json, logistics_body, make_org, post_calculation, raw_exchange,
                       serving, stop_the_sign_in_clock)
 
@@ -388,7 +390,7 @@ def test_a_worker_killed_under_load_is_started_again_and_no_acknowledged_calcula
 
 # The console command with the restart backoff a tenth of the shipped one: the test below checks that it
 # doubles until the parent gives up; the test above checks the first delay as shipped.
-QUICK_BACKOFF = (sys.executable, "-c", "import sys; from emissions import cli, workers; "
+QUICK_BACKOFF = (sys.executable, "-c", "import sys; from emissions import cli; from emissions.serving import workers; "
                                        "workers.FIRST_BACKOFF /= 10; sys.exit(cli.main())")
 
 
@@ -422,8 +424,8 @@ def database(tmp_path):
 def test_the_workers_writers_hold_the_file_lock_one_at_a_time(database, tmp_path):
     import fcntl
 
-    assert database.lock_path == str(tmp_path / "db.sqlite3-writers.lock")
-    probe = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)  # as another worker's
+    assert database.writer_lock.path == str(tmp_path / "db.sqlite3-writers.lock")
+    probe = os.open(database.writer_lock.path, os.O_RDWR | os.O_CREAT)  # as another worker's
     held = []
 
     def try_lock():
@@ -445,7 +447,7 @@ def test_the_workers_writers_hold_the_file_lock_one_at_a_time(database, tmp_path
     reader = threading.Thread(target=lambda: database.execute_sql("SELECT count(*) FROM t").fetchone())
     reader.start()
     reader.join()
-    with database.writers_held():  # the checkpointer's catch-up
+    with database.writer_lock.held():  # the checkpointer's catch-up
         try_lock()
     try_lock()
     assert held == [True, False, True, False, True, False]
@@ -456,9 +458,9 @@ def test_the_workers_writers_hold_the_file_lock_one_at_a_time(database, tmp_path
 def test_a_writer_waits_for_the_lock_another_process_holds_then_writes(database, monkeypatch, spin):
     import fcntl
 
-    monkeypatch.setattr(database, "SPIN_SECONDS", spin)
+    monkeypatch.setattr(database.writer_lock, "SPIN_SECONDS", spin)
     database.execute_sql("CREATE TABLE t (x)")
-    other = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)  # another worker's
+    other = os.open(database.writer_lock.path, os.O_RDWR | os.O_CREAT)  # another worker's
     fcntl.flock(other, fcntl.LOCK_EX)
     began = threading.Event()
 
@@ -507,9 +509,9 @@ def test_a_writer_that_waits_too_long_for_the_lock_gets_database_is_locked(datab
 
     from emissions import outages
 
-    monkeypatch.setattr(database, "WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(database.writer_lock, "WAIT_SECONDS", 0.2)
     database.execute_sql("CREATE TABLE t (x)")
-    stuck = os.open(database.lock_path, os.O_RDWR)  # another process's writer, stuck in its transaction
+    stuck = os.open(database.writer_lock.path, os.O_RDWR)  # another process's writer, stuck in its transaction
     fcntl.flock(stuck, fcntl.LOCK_EX)
     try:
         with pytest.raises(pw.OperationalError) as refused:
@@ -528,7 +530,7 @@ def test_a_lock_file_that_cannot_be_opened_leaves_sqlite_as_it_comes(tmp_path):
     (tmp_path / "db.sqlite3-writers.lock").mkdir()  # not a file one can open for writing
     database = open_database(f"sqlite:///{path}")
     share_writer_lock(database)
-    assert database.lock_path is None
+    assert database.writer_lock is None
     with database.atomic():
         database.execute_sql("CREATE TABLE t (x)")
     database.close()
@@ -538,7 +540,7 @@ def test_a_thread_holding_the_lock_cannot_take_it_again(database):
     with database.atomic():
         database.execute_sql("CREATE TABLE t (x)")
         with pytest.raises(RuntimeError, match="already holds the writer lock"):
-            with database.writers_held():
+            with database.writer_lock.held():
                 pass
         database.execute_sql("INSERT INTO t VALUES (1)")
     assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 1

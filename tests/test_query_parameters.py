@@ -4,12 +4,14 @@ from __future__ import annotations
 import pytest
 
 from emissions import parameters
+from emissions import text
 from conftest import post_calculation
 
 ROUTES = [  # (method, path) of every /v1 route, with the parameters it takes
     ("POST", "/v1/emissions/logistics"),
     ("GET", "/v1/calculations"),
     ("GET", "/v1/calculations/00000000-0000-4000-8000-000000000000"),
+    ("GET", "/v1/factors"),
     ("GET", "/v1/customers/cust-1"),
     ("GET", "/v1/customers/cust-1/emissions"),
     ("GET", "/v1/customers/cust-1/statement"),
@@ -32,7 +34,7 @@ def test_every_api_route_declares_its_query_parameters(app):
                   if route.rule.startswith("/v1/") and not isinstance(route.config.get("query"), parameters.Query)]
     assert undeclared == []
     assert sorted(route.rule for route in app.routes if route.rule.startswith("/v1/")) == sorted(
-        ["/v1/emissions/logistics", "/v1/calculations", "/v1/calculations/<calculation_id>",
+        ["/v1/emissions/logistics", "/v1/calculations", "/v1/calculations/<calculation_id>", "/v1/factors",
          "/v1/customers/<reference:path>/emissions", "/v1/customers/<reference:path>/statement",
          "/v1/customers/<reference:re:.*>", "/v1/openapi.json", "/v1/shipments", "/v1/shipments",
          "/v1/shipments/<shipment_id>"])
@@ -77,7 +79,13 @@ LIST = "/v1/calculations"
     (LIST, "customer_reference=" + "x" * 121, [{"field": "customer_reference",
                                                 "message": "must be at most 120 characters"}]),
     (LIST, "external_reference=a%00b", [{"field": "external_reference",
-                                         "message": "must not contain control characters"}]),
+                                         "message": text.MESSAGE}]),
+    (LIST, "external_reference=a%E2%80%AEb", [{"field": "external_reference", "message": text.MESSAGE}]),
+    (LIST, "customer_reference=%FF", [{"field": "customer_reference", "message": "must be percent-encoded UTF-8"}]),
+    (LIST, "external_reference=a%ED%A0%80", [{"field": "external_reference",
+                                              "message": "must be percent-encoded UTF-8"}]),  # an encoded surrogate
+    ("/v1/shipments", "customer_reference=%C3", [{"field": "customer_reference",
+                                                  "message": "must be percent-encoded UTF-8"}]),
     (LIST, "activity_from=2026-10-02&activity_to=2026-10-01", [{"field": "activity_from",
                                                                 "message": "must not be after activity_to"}]),
     (LIST, "created_from=2026-10-02&created_to=2026-10-01", [{"field": "created_from",

@@ -8,10 +8,11 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 
 from emissions import analytics as customer_analytics
-from emissions import customers, factor_files, factors, jsoncodec, models
+from emissions import customers, factor_files, factors, jsoncodec, models, schemas
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
 from tests.conftest import LiveServer, make_customer, make_factor, make_org
 from tests.test_idempotency import race
+from tests.test_openapi import check_response
 
 SIX = Decimal("0.000001")
 TERMINAL = "felixstowe-container-terminal"
@@ -390,23 +391,48 @@ def one_leg() -> dict:
             "distance": {"value": 10, "unit": "km"}}
 
 
-@pytest.mark.parametrize("overrides, field", [
-    ({"elements": []}, "elements"),
-    ({"elements": [one_leg()] * 11}, "elements"),
-    ({"elements": [{"type": "hub", "hub_type": "warehouse", "factor_reference": TERMINAL}]}, "elements"),
-    ({"elements": [one_leg(), {"type": "hub", "hub_type": "warehouse"}]}, "elements[1].factor_reference"),
-    ({"elements": [one_leg(), {"type": "hub", "hub_type": "dock", "factor_reference": "x"}]}, "elements[1].hub_type"),
-    ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour"),
-    ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin"),
-    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude"),
-    ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo"),
-    ({"cargo": {"value": 2, "unit": "pallet"}}, "cargo.unit"),
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"elements": []}, "elements", "must have at least 1 element"),
+    ({"elements": [one_leg()] * 11}, "elements", "must have at most 10 elements (it has 11)"),
+    ({"elements": [{"type": "hub", "hub_type": "warehouse", "factor_reference": TERMINAL}]}, "elements",
+     'must contain at least one element with "type": "leg"'),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "warehouse"}]}, "elements[1].factor_reference",
+     "is required"),
+    ({"elements": [one_leg(), {"type": "hub", "hub_type": "dock", "factor_reference": "x"}]}, "elements[1].hub_type",
+     "must be one of transshipment, storage_and_transshipment, warehouse, liquid_bulk_terminal, container_terminal"),
+    ({"elements": [{**one_leg(), "colour": "red"}]}, "elements[0].colour", "is not an accepted field"),
+    ({"elements": [{**one_leg(), "origin": {"country": "GB"}}]}, "elements[0].origin",
+     "needs at least one of code, label, iata, locode or latitude"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": 10}}]}, "elements[0].origin.longitude",
+     "is required with elements[0].origin.latitude"),
+    ({"elements": [{**one_leg(), "origin": {"latitude": -91, "longitude": 0}}]}, "elements[0].origin.latitude",
+     "must be at least -90"),
+    ({"cargo": {"value": 2, "unit": "tonne", "tonnes_per_teu": 12}}, "cargo.tonnes_per_teu",
+     'applies only when cargo.unit is "TEU"'),
+    ({"cargo": {"value": 2, "unit": "pallet"}}, "cargo.unit", "must be one of tonne, kg, TEU"),
 ])
-def test_a_body_the_schema_refuses_is_a_422_naming_the_field(client, acme, library, overrides, field):
+def test_a_body_the_schema_refuses_is_a_422_naming_the_field_and_what_to_do(client, acme, library, overrides,
+                                                                           field, message):
     answer = post(client, acme, worked_example(**overrides), status=422)
-    assert answer.json["error"]["code"] == "INVALID_REQUEST"
-    assert field in [detail["field"] for detail in answer.json["error"]["details"]], answer.json
+    error = answer.json["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert {"field": field, "message": message} in error["details"], answer.json
+    assert f"{field} {message}" in error["message"]
     assert Shipment.select().count() == 0
+
+
+def test_an_unknown_factor_or_customer_names_the_field_and_the_remedy(client, acme, library):
+    body = worked_example()
+    body["elements"][2]["factor_reference"] = "no-such-terminal"
+    error = post(client, acme, body, status=404).json["error"]
+    assert (error["code"], error["details"]) == (
+        "FACTOR_NOT_FOUND", [{"field": "elements[2].factor_reference", "message": "names no active factor"}])
+    assert error["message"] == ("No active governed factor no-such-terminal is available to this organization: "
+                                "list the factors this key may use with `GET /v1/factors`.")
+    error = post(client, acme, worked_example(customer_reference="nobody"), status=404).json["error"]
+    assert (error["code"], error["details"]) == (
+        "CUSTOMER_NOT_FOUND", [{"field": "customer_reference", "message": "names no customer"}])
+    assert "create it with `emissions customer create` or in the workspace" in error["message"]
 
 
 def test_a_place_without_anything_to_find_it_by_names_what_it_needs(client, acme, library):
@@ -470,3 +496,105 @@ def test_a_statement_counts_the_hubs_so_that_its_parts_add_up_to_its_totals(clie
         == Decimal(str(statement["totals"]["emissions"]["value"]))
     terminal = [factor for factor in statement["factors"] if factor["reference"] == TERMINAL]
     assert terminal and terminal[0]["hub_count"] == 1 and terminal[0]["calculation_count"] == 0
+
+
+@pytest.mark.on_both
+def test_a_legs_calculation_keeps_the_place_codes_and_their_countries(client, acme, library):
+    body = worked_example(elements=[
+        {"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA", "label": "Shanghai"},
+         "destination": {"locode": "gb fxt"}},
+        {"type": "leg", "mode": "ROAD", "origin": {"code": "GBFXT", "label": "Felixstowe"},
+         "destination": {"iata": "MAN"}, "distance": {"value": 150, "unit": "km"}},
+        {"type": "leg", "mode": "AIR", "origin": {"iata": "man"}, "destination": {"iata": "JFK", "country": "us"}},
+        {"type": "leg", "mode": "ROAD", "origin": {"iata": "JFK"},
+         "destination": {"latitude": 40.7, "longitude": -74.0}, "distance": {"value": 30, "unit": "km"}}])
+    answer = exact(post(client, acme, body, status=201))
+    places = [(calculation["origin"], calculation["destination"]) for calculation in (
+        exact(client.get(f"/v1/calculations/{element['calculation_id']}", headers=acme.headers()))
+        for element in answer["elements"])]
+    assert places == [
+        ({"code": "CNSHA", "label": "Shanghai", "country": "CN"}, {"code": "GBFXT", "country": "GB"}),
+        ({"code": "GBFXT", "label": "Felixstowe"}, {"code": "MAN", "country": "GB"}),
+        ({"code": "MAN", "country": "GB"}, {"code": "JFK", "country": "US"}),
+        ({"code": "JFK", "country": "US"}, {"label": "40.700000,-74.000000"})]
+    # The shipment's own answer keeps the places as they were sent.
+    assert answer["elements"][0]["origin"] == {"locode": "CNSHA", "label": "Shanghai"}
+
+
+def chain_with_a_gap(**overrides) -> dict:
+    """Shanghai to Rotterdam by sea, then a truck from Felixstowe: the crossing to Felixstowe is missing."""
+    return worked_example(elements=[
+        {"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA"}, "destination": {"locode": "NLRTM"}},
+        {"type": "leg", "mode": "ROAD", "origin": {"locode": "GBFXT"}, "destination": {"label": "Trafford Park"},
+         "distance": {"value": 372.4, "unit": "km"}}], **overrides)
+
+
+@pytest.mark.on_both
+def test_a_chain_with_a_gap_is_a_422_naming_both_ends(client, acme, library):
+    response = post(client, acme, chain_with_a_gap(), status=422)
+    check_response(response, "/shipments", "POST")
+    error = response.json["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert [detail["field"] for detail in error["details"]] == ["elements[1].origin", "elements[0].destination"]
+    assert "elements[1].origin (GBFXT)" in error["message"] and "elements[0].destination (NLRTM)" in error["message"]
+    assert "not_checked" in error["message"]
+    assert Shipment.select().count() == 0 and models.Calculation.select().count() == 0
+    assert WebhookEvent.select().count() == 0
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("ended, starts", [
+    ({"locode": "NLRTM"}, {"code": "nlrtm", "label": "Rotterdam"}),  # a free code compares with a LOCODE
+    ({"locode": "NLRTM"}, {"iata": "AMS"}),  # a LOCODE and an IATA code cannot be compared
+    ({"locode": "NLRTM"}, {"label": "Rotterdam"}),  # no code: nothing to compare
+    ({"iata": "AMS", "code": "X1"}, {"code": "AMS"}),
+])
+def test_a_chain_whose_ends_meet_or_cannot_be_compared_is_accepted(client, acme, library, ended, starts):
+    body = chain_with_a_gap()
+    body["elements"][0]["destination"] = ended
+    body["elements"][0]["distance"] = {"value": 19000, "unit": "km"}
+    body["elements"][1]["origin"] = starts
+    post(client, acme, body, status=201)
+
+
+@pytest.mark.on_both
+def test_a_hub_between_or_not_checked_lets_a_gap_through(client, acme, library):
+    with_hub = chain_with_a_gap()
+    with_hub["elements"].insert(1, {"type": "hub", "hub_type": "container_terminal", "factor_reference": TERMINAL})
+    post(client, acme, with_hub, key="hub", status=201)
+    post(client, acme, chain_with_a_gap(continuity="not_checked"), key="unchecked", status=201)
+    warehouse_first = worked_example()  # an origin warehouse first: checked, and without a gap
+    warehouse_first["elements"].insert(0, {"type": "hub", "hub_type": "container_terminal",
+                                           "factor_reference": TERMINAL, "location": {"label": "Songjiang"}})
+    post(client, acme, warehouse_first, key="warehouse", status=201)
+    post(client, acme, chain_with_a_gap(continuity="checked"), key="checked", status=422)
+    post(client, acme, chain_with_a_gap(continuity="sometimes"), key="bad", status=422)
+    assert Shipment.select().count() == 3
+
+
+def _paths(node, prefix=()):
+    """Every (path) to a member or item of a JSON value."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield (*prefix, name)
+            yield from _paths(value, (*prefix, name))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield (*prefix, index)
+            yield from _paths(value, (*prefix, index))
+
+
+def test_every_schema_failure_of_a_shipment_is_explained_in_words_never_a_crash():
+    """Each value put at each position of the worked example: the explanation of whatever fails names a
+    field and says something other than "is invalid" (the explanations follow $refs and if/then)."""
+    replacements = [None, {}, [], "x", -1, 0, True, {"latitude": 1}, {"type": "hub"}, [{}] * 11,
+                    {"value": 1, "unit": "tonne", "tonnes_per_teu": 5}]
+    for path in list(_paths(worked_example())):
+        for replacement in replacements:
+            body = jsoncodec.loads(jsoncodec.dumps(worked_example()).encode())
+            target = body
+            for part in path[:-1]:
+                target = target[part]
+            target[path[-1]] = jsoncodec.loads(jsoncodec.dumps(replacement).encode())
+            for detail in schemas.validation_details("ShipmentRequest", body):
+                assert detail["field"] and detail["message"] != "is invalid", (path, replacement, detail)

@@ -82,7 +82,7 @@ def test_the_cli_statement_is_the_apis_and_its_csv_lists_the_periods_calculation
 
     status, out, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
                                  "--from", "2026-10-01", "--to", "2026-10-31", "--format", "html")
-    assert status == 0 and "<h1>Emissions statement: Customer cust-1 (cust-1)</h1>" in out and "ISO 14083:2023" in out
+    assert status == 0 and "<h1>Emissions statement: <bdi>Customer cust-1</bdi> (<bdi>cust-1</bdi>)</h1>" in out and "ISO 14083:2023" in out
 
 
 def test_the_cli_statement_refuses_what_it_cannot_answer(acme, fails):

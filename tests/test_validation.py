@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from emissions import models
-from conftest import logistics_body, raw_exchange
+from conftest import logistics_body, make_customer, raw_exchange
 
 URL = "/v1/emissions/logistics"
 DELETE = object()
@@ -136,17 +136,17 @@ SCHEMA_CASES = [
      "is not an accepted field"),
     # text the databases cannot store
     ("NUL in customer_reference", "customer_reference", "cust\u00001", "customer_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("NUL in external_reference", "external_reference", "ship\u0000", "external_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("NUL in origin.label", "origin.label", "Lon\u0000don", "origin.label",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("lone surrogate in customer_reference", "customer_reference", "\ud800", "customer_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("lone surrogate in factor_reference", "factor_reference", "road\udfff", "factor_reference",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
     ("lone surrogate in destination.code", "destination.code", "\udc00X", "destination.code",
-     "must not contain NUL characters or unpaired surrogates"),
+     "must not contain control characters, bidirectional controls or unpaired surrogates"),
 ]
 
 
@@ -180,6 +180,44 @@ def test_every_violation_is_listed_sorted_by_field(client, acme):
         {"field": "origin.code", "message": "must be at most 20 characters"},
         {"field": "origin.extra", "message": "is not an accepted field"},
     ]
+
+
+def test_the_message_names_every_field_its_details_list(client, acme):
+    body = changed("cargo.value", 0)
+    body.update(mode="BIKE", origin={"code": "X" * 21}, note="x", colour="red")
+    del body["activity_date"], body["factor_reference"]
+    error = assert_error(client.post_json(URL, body, headers=acme.headers("idem-1"), status="*"), 422,
+                         "INVALID_REQUEST")
+    fields = [detail["field"] for detail in error["details"]]
+    assert fields == ["activity_date", "cargo.value", "colour", "factor_reference", "mode", "note", "origin.code"]
+    assert error["message"] == (
+        "The request body is invalid in 7 fields, each with its reason in details: activity_date is required; "
+        "cargo.value must be greater than 0; colour is not an accepted field; factor_reference is required; "
+        "mode must be one of ROAD, SEA, AIR; and note, origin.code.")
+
+
+def test_a_message_with_five_problems_or_fewer_spells_out_each(client, acme):
+    body = changed("mode", "BIKE")
+    body["note"] = "x"
+    error = client.post_json(URL, body, headers=acme.headers("idem-1"), status=422).json["error"]
+    assert error["message"] == "The request body is invalid: mode must be one of ROAD, SEA, AIR; note is not an accepted field."
+
+
+def test_a_customer_or_factor_not_found_names_the_field_and_the_remedy(client, acme, globex):
+    make_customer(acme.org, "acme-only")
+    unknown = client.post_json(URL, changed("customer_reference", "nobody"), headers=acme.headers("idem-1"), status=404)
+    foreign = client.post_json(URL, changed("customer_reference", "acme-only"), headers=globex.headers("idem-2"),
+                               status=404)
+    for response in (unknown, foreign):  # the same words for another tenant's customer
+        error = assert_error(response, 404, "CUSTOMER_NOT_FOUND")
+        assert error["details"] == [{"field": "customer_reference", "message": "names no customer"}]
+        assert error["message"] == ("No customer with this customer_reference exists in this environment: create it "
+                                    "with `emissions customer create` or in the workspace.")
+    error = assert_error(client.post_json(URL, changed("factor_reference", "nothing"), headers=acme.headers("idem-3"),
+                                          status=404), 404, "FACTOR_NOT_FOUND")
+    assert error["details"] == [{"field": "factor_reference", "message": "names no active factor"}]
+    assert error["message"] == ("No active governed factor with this factor_reference is available to this "
+                                "organization: list the factors this key may use with `GET /v1/factors`.")
 
 
 ACCEPTED_EDGES = [
@@ -579,3 +617,41 @@ def test_a_failed_validation_writes_nothing(client, acme):
     assert [table.select().count() for table in tables] == before
     # the key was never bound: the valid request with it succeeds
     assert client.post_json(URL, logistics_body(), headers=acme.headers("idem-1"), status=201)
+
+
+@pytest.fixture
+def probe_document(tmp_path, monkeypatch):
+    """The service's document with a Probe component using oneOf and anyOf as a future schema might."""
+    from emissions import schemas
+    document = json.loads(schemas.OPENAPI_PATH.read_text())
+    document["components"]["schemas"]["Probe"] = {"type": "object", "properties": {
+        "place": {"type": "object", "oneOf": [{"required": ["code"]}, {"required": ["label"]}]},
+        "amount": {"anyOf": [{"type": "number", "minimum": 1}, {"type": "string", "maxLength": 3}]},
+        "items": {"type": "array", "minItems": 2, "maxItems": 3}}}
+    path = tmp_path / "openapi.json"
+    path.write_text(json.dumps(document))
+    caches = [value for value in vars(schemas).values() if hasattr(value, "cache_clear")]
+    monkeypatch.setattr(schemas, "OPENAPI_PATH", path)
+    for cache in caches:
+        cache.cache_clear()
+    yield schemas
+    monkeypatch.undo()
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({"place": {}}, {"field": "place", "message": "needs exactly one of code or label"}),
+    ({"place": {"code": "A", "label": "B"}}, {"field": "place", "message": "takes only one of code or label"}),
+    ({"amount": 0}, {"field": "amount", "message": "must be at least 1"}),
+    ({"amount": "four"}, {"field": "amount", "message": "must be at most 3 characters"}),
+    ({"items": [1]}, {"field": "items", "message": "must have at least 2 elements"}),
+    ({"items": [1, 2, 3, 4]}, {"field": "items", "message": "must have at most 3 elements (it has 4)"}),
+])
+def test_one_of_any_of_and_item_counts_say_what_would_be_accepted(probe_document, body, expected):
+    assert probe_document.validation_details("Probe", body) == [expected]
+
+
+def test_a_value_of_no_accepted_type_is_told_every_type_it_may_have(probe_document):
+    assert probe_document.validation_details("Probe", {"amount": [1]}) == [
+        {"field": "amount", "message": "must be a number or a string"}]

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from emissions.db import WalCheckpointer, open_database
+from emissions.db import open_database
+from emissions.serving.wal_checkpoint import WalCheckpointer
 
 
 class SmallLimit(WalCheckpointer):
@@ -108,10 +109,10 @@ def test_commits_during_a_checkpoint_are_caught_up_with_the_writers_held_and_the
     database.execute_sql("CREATE TABLE filler (id INTEGER PRIMARY KEY, body TEXT)")
     checkpointer = SmallLimit(database, interval=3600)
     checkpointer.CATCH_UP_PAGES = 100 if catch_up else 10**9
-    assert database.lock_path is None
+    assert database.writer_lock is None
     checkpointer.start()  # as serve starts it: its process's writers now queue on the lock file
-    assert database.lock_path == f"{path}-writers.lock"
-    probe = os.open(database.lock_path, os.O_RDWR | os.O_CREAT)
+    assert database.writer_lock.path == f"{path}-writers.lock"
+    probe = os.open(database.writer_lock.path, os.O_RDWR | os.O_CREAT)
     connection = checkpointer.connect()
     try:
         burst(database, 1000)

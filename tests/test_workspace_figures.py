@@ -84,9 +84,14 @@ def test_the_cli_html_statement_writes_numbers_as_the_workspace_does(acme, shipp
         assert "<th>t CO2e</th><th>TTW t CO2e</th><th>WTT t CO2e</th>" in by_heading[heading], heading
         assert "kgCO2e" not in by_heading[heading]
     # Two decimals with separators (the exact six-place values are in the JSON and the CSV).
-    road = re.search(r"<tr><td>ROAD</td><td>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td>", by_heading["By mode"])
-    assert road.groups() == ("4", "598.10", "0.07")  # four road calculations, 74.9 kg
-    sea = re.search(r"<tr><td>SEA</td><td>\d+</td><td>([^<]*)</td><td>([^<]*)</td>", by_heading["By mode"])
+    # Every cell in <bdi> (stored text cannot reorder what is beside it), the numbers in it as people read them.
+    road = re.search(r"<tr><td><bdi>ROAD</bdi></td><td><bdi>(\d+)</bdi></td><td><bdi>([^<]*)</bdi></td>"
+                     r"<td data-value=\"([0-9.]+)\"><bdi>([^<]*)</bdi></td>", by_heading["By mode"])
+    calculations, tkm, exact_kg, shown = road.groups()
+    assert (calculations, tkm, shown) == ("4", "598.10", "0.07")  # four road calculations, 74.9 kg
+    assert round(Decimal(exact_kg), 1) == Decimal("74.9")  # the exact kg beside the figure shown
+    sea = re.search(r"<tr><td><bdi>SEA</bdi></td><td><bdi>\d+</bdi></td><td><bdi>([^<]*)</bdi></td>"
+                    r"<td data-value=\"[0-9.]+\"><bdi>([^<]*)</bdi></td>", by_heading["By mode"])
     assert sea.groups() == ("11,400,000.00", "183.54")
     assert "Intensity: 0." in out and "kgCO2e/tkm" in out
 

@@ -146,7 +146,7 @@ def test_the_printable_statement_names_the_organization_customer_period_totals_a
     statement = client.get(link)
     found = statements.statement(signed_in.org.id, "test", "cust-1", dt.date(2026, 7, 1), dt.date(2026, 9, 30))
     text = statement.text
-    assert "Acme" in text and "Customer cust-1 (cust-1)" in text and "Activity dates 2026-07-01 to 2026-09-30" in text
+    assert "Acme" in text and "<bdi>Customer cust-1</bdi> (cust-1)" in text and "Activity dates 2026-07-01 to 2026-09-30" in text
     assert f'data-value="{jsoncodec.decimal_text(found["totals"]["emissions"]["value"])}"' in text
     assert re.findall(r'<th scope="row">(\d{4}-\d{2})</th>', text) == ["2026-08", "2026-09"]
     assert re.findall(r'<table id="statement-modes">.*?</table>', text, re.S)[0].count('<th scope="row">') == 3

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import peewee as pw
+from playhouse import db_url
 from playhouse.migrate import SchemaMigrator
 
 HERE = Path(__file__).parent
@@ -21,6 +24,23 @@ class MigrationHistory(pw.Model):
 
     class Meta:
         table_name = "migration_history"
+
+
+def database_name(url: str) -> str:
+    """The database a DATABASE_URL names, as messages show it: a SQLite file's absolute path, any
+    other URL without its password.
+
+    A relative SQLite path is a file in the working directory, so a command run from elsewhere meets
+    another (new) database; its absolute path makes that visible.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.startswith("sqlite"):
+        path = db_url.parse(url).get("database") or ""
+        return path if path in ("", ":memory:") or path.startswith("file:") else os.path.abspath(path)
+    if parts.password is not None:
+        host = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
+    return urlunsplit(parts)
 
 
 def available() -> list[Path]:

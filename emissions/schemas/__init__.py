@@ -17,6 +17,8 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from .. import text
+
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 DOCUMENT_URI = "urn:emissions:openapi"
 
@@ -103,7 +105,7 @@ def path_parameter_pattern(name: str) -> re.Pattern:
     return ecma_regex(openapi()["components"]["parameters"][name]["schema"]["pattern"])
 
 
-TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"  # text the databases can store: no NUL, no lone surrogate
+TEXT_PATTERN = text.PATTERN  # every text field people write: the one rule (emissions/text.py)
 MAX_DETAILS = 50  # a body of thousands of unknown fields gets a bounded answer
 
 TYPE_NAMES = {"object": "an object", "number": "a number", "string": "a string", "integer": "an integer",
@@ -118,38 +120,175 @@ def _field(path) -> str:
     return text
 
 
-def _explain(error: jsonschema.ValidationError) -> list[dict]:
-    """Short, field-named messages for one schema violation."""
+def _schema_nodes(component: str, schema_path) -> list | None:
+    """The schemas along an error's schema path, from the component's own, or None where the path
+    cannot be followed. jsonschema leaves a followed $ref out of the path: it is followed here too."""
+    node = openapi()["components"]["schemas"][component]
+    nodes = [node]
+    try:
+        for part in schema_path:
+            while isinstance(node, dict) and part not in node and "$ref" in node:
+                node = _resolve(node["$ref"])
+            node = _resolve(node["$ref"]) if part == "$ref" else node[part]
+            nodes.append(node)
+    except (KeyError, IndexError, TypeError):
+        return None
+    return nodes
+
+
+def _resolve(reference: str):
+    node = openapi()
+    for name in node_path(reference):
+        node = node[name]
+    return node
+
+
+def node_path(reference: str) -> list[str]:
+    """The members a local $ref such as `#/components/schemas/Place` names."""
+    return [part.replace("~1", "/").replace("~0", "~") for part in reference.removeprefix("#/").split("/")]
+
+
+def _condition(component: str, error: jsonschema.ValidationError) -> str | None:
+    """`when cargo.unit is "TEU"`: the if a `then` failed under, read back as the case it allows."""
+    path = list(error.schema_path)
+    if len(path) < 2 or path[-2] != "then":
+        return None
+    nodes = _schema_nodes(component, path[:-2])
+    condition = nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
+    properties = condition.get("properties", {})
+    if len(properties) == 1:
+        (name, rule), = properties.items()
+        negated = rule.get("not", {})
+        if set(rule) == {"not"} and set(negated) == {"const"}:
+            return f"when {_field([*error.absolute_path, name])} is {json.dumps(negated['const'])}"
+    return None
+
+
+def _given_with(component: str, error: jsonschema.ValidationError) -> str | None:
+    """`latitude`: the member whose presence made another required (an `if: {required}` / `then`)."""
+    path = list(error.schema_path)
+    if len(path) < 2 or path[-2] != "then":
+        return None
+    nodes = _schema_nodes(component, path[:-2])
+    condition = nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
+    if set(condition) == {"required"}:
+        return " and ".join(_field([*error.absolute_path, name]) for name in condition["required"])
+    return None
+
+
+def _items(count: int, noun: str = "element") -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def _required_names(options: list) -> list[str] | None:
+    """[a, b] for anyOf/oneOf options that each only require one member, else None."""
+    if all(isinstance(option, dict) and set(option) == {"required"} and len(option["required"]) == 1
+           for option in options):
+        return [option["required"][0] for option in options]
+    return None
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _closest_form(error: jsonschema.ValidationError, component: str) -> list[dict]:
+    """What to change for an anyOf/oneOf no form of which accepts the instance: the problems of the
+    first form of the instance's own type, or, when it has the type of none, the types they take."""
+    forms: dict[int, list] = {}
+    for sub_error in error.context:
+        forms.setdefault(sub_error.relative_schema_path[0], []).append(sub_error)
+    of_another_type = {index for index, errors in forms.items()
+                       if any(sub.validator == "type" and not sub.relative_path for sub in errors)}
+    for index in sorted(set(forms) - of_another_type):
+        return [detail for sub_error in forms[index] for detail in _explain(sub_error, component)]
+    types = []
+    for index in sorted(forms):
+        for sub_error in forms[index]:
+            if sub_error.validator == "type" and not sub_error.relative_path:
+                named = sub_error.validator_value
+                types += [named] if isinstance(named, str) else named
+    names = [TYPE_NAMES.get(name, name) for name in dict.fromkeys(types)]
+    return [{"field": _field(error.absolute_path) or "body", "message": "must be " + " or ".join(names)}]
+
+
+def _explain(error: jsonschema.ValidationError, component: str) -> list[dict]:
+    """Short, field-named messages for one schema violation, each saying what would be accepted."""
     where = _field(error.absolute_path)
     keyword, value = error.validator, error.validator_value
     if keyword == "required":
         missing = [name for name in value if isinstance(error.instance, dict) and name not in error.instance]
-        return [{"field": _field([*error.absolute_path, name]), "message": "is required"} for name in missing]
+        given = _given_with(component, error)
+        return [{"field": _field([*error.absolute_path, name]), "message": f"is required with {given}" if given
+                 else "is required"} for name in missing]
     if keyword == "additionalProperties":
         allowed = error.schema.get("properties", {})
         extra = sorted(name for name in error.instance if name not in allowed)
         return [{"field": _field([*error.absolute_path, name]), "message": "is not an accepted field"}
                 for name in extra]
-    if keyword == "anyOf" and where.endswith(("origin", "destination", "location")):
-        names = [option["required"][0] for option in value]
-        return [{"field": where, "message": "needs at least one of " + ", ".join(names[:-1]) + " or " + names[-1]}]
+    if keyword in ("anyOf", "oneOf"):
+        names = _required_names(value)
+        if names is not None and keyword == "anyOf":
+            return [{"field": where or "body", "message": "needs at least one of " + _either(names)}]
+        if names is not None:
+            given = [name for name in names if isinstance(error.instance, dict) and name in error.instance]
+            return [{"field": where or "body", "message": (f"needs exactly one of {_either(names)}" if not given
+                     else f"takes only one of {_either(given)}")}]
+        if not error.context:  # oneOf: the instance matched several of the forms
+            return [{"field": where or "body", "message": "matches more than one of its accepted forms"}]
+        return _closest_form(error, component)
+    if keyword == "not" and isinstance(value, dict) and set(value) == {"required"}:
+        condition = _condition(component, error)
+        given = [name for name in value["required"] if isinstance(error.instance, dict) and name in error.instance]
+        return [{"field": _field([*error.absolute_path, name]),
+                 "message": f"applies only {condition}" if condition else "is not accepted here"}
+                for name in given] or [{"field": where or "body", "message": "is not accepted here"}]
+    if keyword == "contains":
+        kind = value.get("properties", {}).get("type", {}).get("const") if isinstance(value, dict) else None
+        return [{"field": where or "body", "message": (f'must contain at least one element with "type": "{kind}"'
+                                                      if kind else "must contain at least one accepted element")}]
     messages = {
         "type": lambda: "must be " + " or ".join(TYPE_NAMES[name] for name in ([value] if isinstance(value, str) else value)),
         "enum": lambda: "must be one of " + ", ".join(map(str, value)),
         "const": lambda: f"must be {value!r}".replace("'", '"'),
+        "not": lambda: (f"must not be {json.dumps(value['const'])}"
+                        if isinstance(value, dict) and set(value) == {"const"} else "is not accepted here"),
         "maxLength": lambda: f"must be at most {value} characters",
         "minLength": lambda: "must not be empty" if value == 1 else f"must be at least {value} characters",
+        "maxItems": lambda: f"must have at most {_items(value)} (it has {len(error.instance)})",
+        "minItems": lambda: f"must have at least {_items(value)}",
+        "uniqueItems": lambda: "must not repeat an element",
+        "maxProperties": lambda: f"must have at most {_items(value, 'member')}",
+        "minProperties": lambda: f"must have at least {_items(value, 'member')}",
         "exclusiveMinimum": lambda: f"must be greater than {value}",
+        "exclusiveMaximum": lambda: f"must be less than {value}",
+        "minimum": lambda: f"must be at least {value}",
         "maximum": lambda: f"must be at most {value}",
+        "multipleOf": lambda: f"must be a multiple of {value}",
         "x-maxDecimalPlaces": lambda: f"must have at most {value} decimal places",
         # The same words as activity_date's pattern: a date breaking both is one detail, not two.
         "format": lambda: "must be a calendar date YYYY-MM-DD" if value == "date" else f"must be a valid {value}",
         "pattern": lambda: ("must be a calendar date YYYY-MM-DD" if where == "activity_date"
-                            else "must not contain NUL characters or unpaired surrogates" if value == TEXT_PATTERN
+                            else text.MESSAGE if value == TEXT_PATTERN
                             else "has an invalid format"),
     }
     message = messages.get(keyword, lambda: "is invalid")()
     return [{"field": where or "body", "message": message}]
+
+
+SHOWN_WITH_MESSAGES = 5  # the problems an error message spells out; the rest it names by field
+
+
+def summary(details: list[dict]) -> str:
+    """The 422 message: the first problems in words, then every other field the details list by name."""
+    shown = "; ".join(f"{detail['field']} {detail['message']}" for detail in details[:SHOWN_WITH_MESSAGES])
+    rest = list(dict.fromkeys(detail["field"] for detail in details[SHOWN_WITH_MESSAGES:]))
+    if not rest:
+        return f"The request body is invalid: {shown}."
+    fields = len(dict.fromkeys(detail["field"] for detail in details))
+    counted = f"{fields} fields" if len(details) < MAX_DETAILS else f"at least {fields} fields"
+    return (f"The request body is invalid in {counted}, each with its reason in details: {shown}; "
+            f"and {', '.join(rest)}.")
 
 
 def _for_fastjsonschema(node):
@@ -218,7 +357,7 @@ def validation_details(component: str, instance) -> list[dict]:
     details: list[dict] = []
     seen = set()
     for error in validator(component).iter_errors(instance):
-        for detail in _explain(error):
+        for detail in _explain(error, component):
             key = (detail["field"], detail["message"])
             if key not in seen:
                 seen.add(key)

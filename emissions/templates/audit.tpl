@@ -1,7 +1,7 @@
 % rebase('layout')
 <div class="pagehead">
   <h1>Audit log</h1>
-  <p class="muted">Administrative actions in {{session.organization.name}}, newest first</p>
+  <p class="muted">Administrative actions in <bdi>{{session.organization.name}}</bdi>, newest first</p>
 </div>
 <section class="panel">
 % if events:
@@ -9,7 +9,7 @@
     <thead><tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Env</th><th scope="col">Details</th></tr></thead>
     <tbody>
 %   for event in events:
-      <tr><td class="nowrap">{{when(event.created_at)}}</td><td>{{event.actor}}</td><td class="nowrap"><code>{{event.action}}</code></td><td class="mono small break">{{event.target}}</td><td>{{event.environment or '—'}}</td><td class="small break">{{event.details or ''}}</td></tr>
+      <tr><td class="nowrap">{{when(event.created_at)}}</td><td><bdi>{{event.actor}}</bdi></td><td class="nowrap"><code>{{event.action}}</code></td><td class="mono small break"><bdi>{{event.target}}</bdi></td><td>{{event.environment or '—'}}</td><td class="small break"><bdi>{{event.details or ''}}</bdi></td></tr>
 %   end
     </tbody></table></div>
 % else:

@@ -1,7 +1,7 @@
 % rebase('layout')
 <p class="crumbs"><a href="/workspace/calculations">Calculations</a> / <span class="mono">{{calculation['id']}}</span></p>
 <div class="pagehead">
-  <h1>{{calculation['external_reference']}}</h1>
+  <h1><bdi>{{calculation['external_reference']}}</bdi></h1>
   <p class="muted">{{calculation['customer']['reference']}} · <span class="mode mode-{{calculation['mode'].lower()}}">{{calculation['mode'].title()}}</span> · created {{calculation['created_at']}}</p>
 </div>
 <section class="cards">
@@ -16,7 +16,7 @@
   <div class="panelhead"><h2 id="lineage-title">Factor lineage</h2></div>
   <dl class="facts" id="lineage">
 % for name in ('reference', 'version', 'name', 'source', 'region', 'mode', 'unit', 'valid_from', 'valid_to'):
-    <dt>{{name.replace('_', ' ').capitalize()}}</dt><dd>{{'—' if calculation['factor'].get(name) is None else calculation['factor'][name]}}</dd>
+    <dt>{{name.replace('_', ' ').capitalize()}}</dt><dd><bdi>{{'—' if calculation['factor'].get(name) is None else calculation['factor'][name]}}</bdi></dd>
 % end
   </dl>
 </section>

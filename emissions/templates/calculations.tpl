@@ -25,7 +25,7 @@
     <thead><tr><th scope="col">Calculation</th><th scope="col">Customer</th><th scope="col">Mode</th><th scope="col" class="num wide">tkm</th><th scope="col" class="num">kgCO2e</th><th scope="col" class="wide">Activity date</th><th scope="col" class="wide">Created</th></tr></thead>
     <tbody>
 %   for row in rows:
-      <tr data-mode="{{row.mode}}" data-customer="{{row.customer_reference}}"><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a><div class="muted small mono">{{row.id[:8]}}…</div></td>
+      <tr data-mode="{{row.mode}}" data-customer="{{row.customer_reference}}"><td><a href="/workspace/calculations/{{row.id}}"><bdi>{{row.external_reference}}</bdi></a><div class="muted small mono">{{row.id[:8]}}…</div></td>
       <td>{{row.customer_reference}}</td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td>
       <td class="num wide">{{kg(row.activity_tkm)}}</td><td class="num">{{kg(row.emissions_kg)}}</td>
       <td class="nowrap wide">{{row.activity_date.isoformat()}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>

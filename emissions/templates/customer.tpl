@@ -1,7 +1,7 @@
 % rebase('layout')
 <p class="crumbs"><a href="/workspace/customers">Customers</a> / <span class="mono">{{customer['reference']}}</span></p>
 <div class="pagehead">
-  <h1>{{customer['name']}} <span class="badge {{status_class(customer['status'])}}">{{customer['status']}}</span></h1>
+  <h1><bdi>{{customer['name']}}</bdi> <span class="badge {{status_class(customer['status'])}}">{{customer['status']}}</span></h1>
   <p class="muted">{{customer['reference']}} · {{customer['country_code'] or 'no country'}} · {{environment}} environment</p>
 </div>
 % if error:
@@ -23,7 +23,9 @@
 % end
 <p class="muted" id="period" data-from="{{analytics['period']['from'] or ''}}" data-to="{{analytics['period']['to'] or ''}}">Activity dates {{period.label}}</p>
 <section class="cards" aria-label="Analytics" id="analytics">
-  <div class="card"><h2 class="label">Calculations</h2><p class="figure" data-field="calculation_count" data-value="{{analytics['calculation_count']}}">{{number(analytics['calculation_count'])}}</p></div>
+  <div class="card"><h2 class="label">Shipments</h2><p class="figure" data-field="shipment_count" data-value="{{counts['shipment_count']}}">{{number(counts['shipment_count'])}}</p></div>
+  <div class="card"><h2 class="label">Single calculations</h2><p class="figure" data-field="single_calculation_count" data-value="{{counts['single_calculation_count']}}">{{number(counts['single_calculation_count'])}}</p>
+    <p class="muted small">Calculations, each shipment leg counted: <span data-field="calculation_count" data-value="{{analytics['calculation_count']}}">{{number(analytics['calculation_count'])}}</span></p></div>
   <div class="card"><h2 class="label">Emissions</h2><p class="figure" data-field="emissions" data-value="{{plain(analytics['emissions']['value'])}}">{{co2e(analytics['emissions']['value'])}}</p>
 % breakdown = analytics['emissions'].get('breakdown') or {}
 % unit = co2e_unit(analytics['emissions']['value'])
@@ -95,7 +97,7 @@
 %   unit = co2e_unit(*[row.emissions_kg for row in recent])
   <div class="tablewrap"><table id="recent"><thead><tr><th scope="col">Reference</th><th scope="col">Mode</th><th scope="col" class="num">Emissions <span class="unit">{{unit.name}}</span></th><th scope="col" class="wide">Created</th></tr></thead><tbody>
 %   for row in recent:
-    <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.external_reference}}</a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{unit.number(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
+    <tr><td><a href="/workspace/calculations/{{row.id}}"><bdi>{{row.external_reference}}</bdi></a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{unit.number(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
 %   end
   </tbody></table></div>
 % else:

@@ -13,7 +13,7 @@
     <tbody>
 %   for customer in customers:
 %     total = totals.get(customer.id, {'count': 0, 'kg': 0})
-      <tr><td><a href="{{customer_path(customer.reference)}}">{{customer.name}}</a><div class="muted small mono">{{customer.reference}}</div></td>
+      <tr><td><a href="{{customer_path(customer.reference)}}"><bdi>{{customer.name}}</bdi></a><div class="muted small mono">{{customer.reference}}</div></td>
       <td>{{customer.country_code or '—'}}</td><td><span class="badge {{status_class(customer.status)}}">{{customer.status}}</span></td>
       <td class="num">{{number(total['count'])}}</td><td class="num">{{kg(total['kg'])}}</td></tr>
 %   end

@@ -8,7 +8,7 @@
 % end
 % if shown:
 <div class="reveal" role="status">
-  <h2>Your new key{{': ' + shown['name'] if shown['name'] else ''}}</h2>
+  <h2>Your new key<bdi>{{': ' + shown['name'] if shown['name'] else ''}}</bdi></h2>
   <p>Shown once. Store it in a secret manager now; it cannot be shown again.</p>
   <div class="secretbox"><code id="new-key">{{shown['key']}}</code><button type="button" class="copy" data-copy="new-key">Copy</button></div>
 </div>
@@ -20,7 +20,7 @@
     <tbody>
 %   for key in keys:
 %     status = 'revoked' if key.revoked_at else 'expired' if key.expires_at and key.expires_at <= now else 'active'
-      <tr data-key="{{key.id}}"><td>{{key.name or 'Untitled'}}<div class="muted small">{{key.environment}}</div></td><td class="mono nowrap">{{key.prefix}}…</td>
+      <tr data-key="{{key.id}}"><td><bdi>{{key.name or 'Untitled'}}</bdi><div class="muted small">{{key.environment}}</div></td><td class="mono nowrap">{{key.prefix}}…</td>
       <td class="small words">{{', '.join(sorted(key.scope_set))}}</td><td class="nowrap">{{day(key.created_at)}}</td>
       <td class="nowrap">{{when(key.last_used_at) if key.last_used_at else 'Never'}}</td><td class="nowrap">{{day(key.expires_at) if key.expires_at else 'Never'}}</td>
       <td><span class="badge {{status_class(status)}}">{{status}}</span></td>

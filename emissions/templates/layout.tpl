@@ -10,7 +10,7 @@
 <body class="env-{{environment}}">
 <a class="skip" href="#main">Skip to content</a>
 <header class="topbar">
-  <a class="brand" href="/workspace"><span class="logo" aria-hidden="true">e</span><span class="org">{{session.organization.name}}</span></a>
+  <a class="brand" href="/workspace"><span class="logo" aria-hidden="true">e</span><span class="org"><bdi>{{session.organization.name}}</bdi></span></a>
   <form class="envswitch" method="post" action="/workspace/environment" aria-label="Environment">
     <input type="hidden" name="csrf" value="{{csrf}}">
     <input type="hidden" name="next" value="{{path}}">
@@ -19,7 +19,7 @@
     <button name="environment" value="live" aria-pressed="{{'true' if environment == 'live' else 'false'}}" aria-describedby="env-label">Live</button>
   </form>
   <div class="account">
-    <span class="who">{{session.user.email}}</span>
+    <span class="who"><bdi>{{session.user.email}}</bdi></span>
     <form method="post" action="/workspace/logout"><input type="hidden" name="csrf" value="{{csrf}}"><button class="link">Sign out</button></form>
   </div>
 </header>

@@ -73,7 +73,7 @@
     <thead><tr><th scope="col">Customer</th><th scope="col">Mode</th><th scope="col" class="num">kgCO2e</th><th scope="col">Created</th></tr></thead>
     <tbody>
 %   for row in latest:
-      <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.customer_reference}}</a><div class="muted small">{{row.external_reference}}</div></td>
+      <tr><td><a href="/workspace/calculations/{{row.id}}">{{row.customer_reference}}</a><div class="muted small"><bdi>{{row.external_reference}}</bdi></div></td>
       <td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td>
       <td class="num">{{kg(row.emissions_kg)}}</td><td class="nowrap">{{when(row.created_at)}}</td></tr>
 %   end
@@ -89,7 +89,7 @@
 % if endpoint is None:
   <p class="muted">No {{environment}} endpoint. Events are recorded but not sent.</p>
 % else:
-  <p class="url"><code>{{endpoint.url}}</code></p>
+  <p class="url"><code><bdi>{{endpoint.url}}</bdi></code></p>
   <p><span class="badge {{'ok' if endpoint.status == 'enabled' else 'bad'}}">{{endpoint.status}}</span></p>
 %   counts = health['counts']
   <dl class="facts">

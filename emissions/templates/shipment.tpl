@@ -1,7 +1,7 @@
 % rebase('layout')
 <p class="crumbs"><a href="/workspace/shipments">Shipments</a> / <span class="mono">{{shipment['id']}}</span></p>
 <div class="pagehead">
-  <h1>{{shipment['external_reference']}}</h1>
+  <h1><bdi>{{shipment['external_reference']}}</bdi></h1>
   <p class="muted">{{shipment['customer']['reference']}} · {{len(shipment['elements'])}} elements · {{shipment['cargo']['tonnes']}} t · activity date {{shipment['activity_date']}}</p>
 </div>
 <section class="cards" id="totals">
@@ -19,7 +19,7 @@
   <div class="panelhead"><h2 id="bars-title">Emissions per element</h2><p class="muted small">{{unit.name}}</p></div>
   <ol class="elementbars" id="bars">
 % for bar in bars:
-    <li data-index="{{bar['index']}}"><span class="barlabel">{{bar['label']}}</span> <span class="num">{{unit.number(bar['kg'])}}</span>
+    <li data-index="{{bar['index']}}"><span class="barlabel"><bdi>{{bar['label']}}</bdi></span> <span class="num">{{unit.number(bar['kg'])}}</span>
       <svg class="bar" viewBox="0 0 100 8" preserveAspectRatio="none" aria-hidden="true"><rect class="track" width="100" height="8"/><rect class="fill" width="{{'%.2f' % bar['width']}}" height="8"/></svg></li>
 % end
   </ol>

@@ -9,7 +9,7 @@
     <thead><tr><th scope="col">Shipment</th><th scope="col">Customer</th><th scope="col">Chain</th><th scope="col" class="num">tkm</th><th scope="col" class="num">kgCO2e</th><th scope="col">Activity date</th></tr></thead>
     <tbody>
 %   for shipment in shipments:
-      <tr><td><a href="/workspace/shipments/{{shipment['id']}}">{{shipment['external_reference']}}</a><div class="muted small mono">{{shipment['id'][:8]}}…</div></td>
+      <tr><td><a href="/workspace/shipments/{{shipment['id']}}"><bdi>{{shipment['external_reference']}}</bdi></a><div class="muted small mono">{{shipment['id'][:8]}}…</div></td>
       <td>{{shipment['customer']['reference']}}</td>
       <td>{{' → '.join(element['mode'].title() if element['type'] == 'leg' else 'Hub' for element in shipment['elements'])}}</td>
       <td class="num">{{kg(shipment['totals']['activity']['value'])}}</td><td class="num">{{kg(shipment['totals']['emissions']['value'])}}</td>

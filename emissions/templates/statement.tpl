@@ -10,16 +10,19 @@
 % customer, totals = statement['customer'], statement['totals']
 <p class="noprint"><a href="{{back}}">← Back to the customer</a> · use your browser's Print to save it as PDF (A4).</p>
 <header class="statementhead">
-  <p class="org">{{organization.name}}</p>
+  <p class="org"><bdi>{{organization.name}}</bdi></p>
   <h1>Emissions statement</h1>
   <dl class="facts">
-    <dt>Customer</dt><dd id="statement-customer">{{customer['name']}} ({{customer['reference']}}){{', ' + customer['country_code'] if customer['country_code'] else ''}}</dd>
+    <dt>Customer</dt><dd id="statement-customer"><bdi>{{customer['name']}}</bdi> ({{customer['reference']}}){{', ' + customer['country_code'] if customer['country_code'] else ''}}</dd>
     <dt>Period</dt><dd id="statement-period">Activity dates {{period.label}}</dd>
     <dt>Environment</dt><dd>{{statement['environment']}}</dd>
     <dt>Generated</dt><dd>{{statement['generated_at']}}</dd>
   </dl>
 </header>
-% tables = (('totals', 'Totals', '', [('Total', totals)]), ('modes', 'By mode', 'Mode', [(mode.title(), numbers) for mode, numbers in statement['by_mode'].items()]), ('months', 'By month', 'Month', [(month['month'], month) for month in statement['by_month']]))
+% hubs = statement.get('hubs')
+% # A hub has no calculation and no tkm: its row leaves them out, so that each column adds up to the total.
+% hubs_rows = [('Hubs ({}, {} t handled)'.format(number(hubs['count']), kg(hubs['activity']['value'])), {'calculation_count': None, 'activity': {'value': None}, 'emissions': hubs['emissions']})] if hubs else []
+% tables = (('totals', 'Totals', '', [('Total', totals)]), ('modes', 'By mode', 'Mode', [(mode.title(), numbers) for mode, numbers in statement['by_mode'].items()] + hubs_rows), ('months', 'By month', 'Month', [(month['month'], month) for month in statement['by_month']]))
 % for key, heading, first, rows in tables:
 %   unit = co2e_unit(*[numbers['emissions']['value'] for _, numbers in rows])
 %   columns = ('Calculations', 'Activity (tkm)') + tuple(f'{name} ({unit.name})' for name in ('Emissions', 'TTW', 'WTT', 'Not split'))
@@ -37,14 +40,15 @@
   </tbody></table>
 %   if key == 'totals':
   <p>Intensity: {{'—' if totals['intensity']['value'] is None else plain(totals['intensity']['value'])}} kgCO2e/tkm</p>
+  <p id="statement-counts">Shipments <span data-field="shipment_count">{{number(totals['shipment_count'])}}</span> · single calculations <span data-field="single_calculation_count">{{number(totals['single_calculation_count'])}}</span> · hubs <span data-field="hub_count">{{number(hubs['count'] if hubs else 0)}}</span>. Calculations count each leg of a shipment and each single calculation.</p>
 %   end
 </section>
 % end
 <section aria-labelledby="factors-title">
   <h2 id="factors-title">Emission factors used</h2>
-  <table id="statement-factors"><thead><tr><th scope="col">Factor</th><th scope="col">Version</th><th scope="col">Name</th><th scope="col">Source</th><th scope="col" class="num">Calculations</th></tr></thead><tbody>
+  <table id="statement-factors"><thead><tr><th scope="col">Factor</th><th scope="col">Version</th><th scope="col">Name</th><th scope="col">Source</th><th scope="col" class="num">Calculations</th><th scope="col" class="num">Hubs</th></tr></thead><tbody>
 % for factor in statement['factors']:
-  <tr><td class="break">{{factor['reference']}}</td><td>{{factor['version']}}</td><td>{{factor.get('name', '')}}</td><td class="break">{{factor.get('source', '')}}</td><td class="num">{{number(factor['calculation_count'])}}</td></tr>
+  <tr><td class="break"><bdi>{{factor['reference']}}</bdi></td><td>{{factor['version']}}</td><td><bdi>{{factor.get('name', '')}}</bdi></td><td class="break"><bdi>{{factor.get('source', '')}}</bdi></td><td class="num">{{number(factor['calculation_count']) if factor['calculation_count'] or 'hub_count' not in factor else '—'}}</td><td class="num">{{number(factor.get('hub_count'))}}</td></tr>
 % end
   </tbody></table>
 </section>

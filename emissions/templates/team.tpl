@@ -1,7 +1,7 @@
 % rebase('layout')
 <div class="pagehead">
   <h1>Team</h1>
-  <p class="muted">Everyone who can sign in to {{session.organization.name}}</p>
+  <p class="muted">Everyone who can sign in to <bdi>{{session.organization.name}}</bdi></p>
 </div>
 % if error:
 <p class="alert error" role="alert">{{error}}</p>
@@ -14,7 +14,7 @@
     <thead><tr><th scope="col">Email</th><th scope="col">Added</th><th scope="col">Last sign-in</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
     <tbody>
 % for user in users:
-      <tr data-user="{{user.email}}"><td>{{user.email}}{{!' <span class="badge">you</span>' if user.id == session.user.id else ''}}</td><td class="nowrap">{{day(user.created_at)}}</td><td class="nowrap">{{when(user.last_sign_in_at) if user.last_sign_in_at else 'Never'}}</td>
+      <tr data-user="{{user.email}}"><td><bdi>{{user.email}}</bdi>{{!' <span class="badge">you</span>' if user.id == session.user.id else ''}}</td><td class="nowrap">{{day(user.created_at)}}</td><td class="nowrap">{{when(user.last_sign_in_at) if user.last_sign_in_at else 'Never'}}</td>
       <td>
 %   if user.id != session.user.id:
         <a class="button small danger" href="/workspace/team/{{user.id}}/remove" aria-label="Remove {{user.email}}">Remove</a>

@@ -27,7 +27,7 @@
 % if endpoint is None:
   <p class="muted">No {{environment}} endpoint: events are recorded but not sent.</p>
 % else:
-  <p class="url"><code id="endpoint-url">{{endpoint.url}}</code> <span class="badge {{'ok' if endpoint.status == 'enabled' else 'bad'}}">{{endpoint.status}}</span></p>
+  <p class="url"><code id="endpoint-url"><bdi>{{endpoint.url}}</bdi></code> <span class="badge {{'ok' if endpoint.status == 'enabled' else 'bad'}}">{{endpoint.status}}</span></p>
 %   if endpoint.disabled_reason:
   <p class="muted small">{{endpoint.disabled_reason}}</p>
 %   end

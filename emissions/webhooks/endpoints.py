@@ -10,6 +10,7 @@ import peewee as pw
 
 from .. import audit
 from .. import auth
+from .. import text
 from ..db import db
 from ..models import Organization, WebhookEndpoint, WebhookEvent, isoformat, utcnow
 
@@ -142,8 +143,8 @@ def validate_url(url: str, environment: str, allow_private_live: bool = False, a
         raise WebhookError("the URL is empty")
     if len(url) > MAX_URL_LENGTH:
         raise WebhookError(f"the URL is longer than {MAX_URL_LENGTH} characters")
-    if any(ord(char) <= 32 or ord(char) == 127 for char in url):
-        raise WebhookError("the URL contains spaces or control characters")
+    if any(ord(char) <= 32 or ord(char) == 127 for char in url) or text.problem(url):
+        raise WebhookError("the URL contains spaces, control characters or bidirectional controls")
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -18,23 +18,34 @@ LINE = 17  # between two lines of text, which the stylesheet sets at 13 px (read
 # generous widths: a capital or m is wider than a digit, a digit than an i).
 LINE_EMS = 21
 NARROW, WIDE, WIDEST = set(" .,:;'!|ilj()[]·-"), set("ABCDEFGHKNOPQRSUVXYZmw&%@"), set("MW")
+ISOLATES = set("\u2068\u2069")  # drawn at no width
 HUB_NAMES = {"transshipment": "Transshipment", "storage_and_transshipment": "Storage and transshipment",
              "warehouse": "Warehouse", "liquid_bulk_terminal": "Liquid bulk terminal",
              "container_terminal": "Container terminal"}
 
 
+FIRST_STRONG_ISOLATE, POP_DIRECTIONAL_ISOLATE = "\u2068", "\u2069"
+
+
+def isolated(text: str) -> str:
+    """The text as a bidirectional isolate: text stored with an override (U+202E) cannot reorder the
+    figures after it, in an SVG title or text, which hold no <bdi>."""
+    return FIRST_STRONG_ISOLATE + text + POP_DIRECTIONAL_ISOLATE
+
+
 def place_name(place: dict | None) -> str:
-    """How a place reads: its label, else its code, IATA or UN/LOCODE, else its coordinates."""
+    """How a place reads: its label, else its code, IATA or UN/LOCODE (isolated), else its coordinates."""
     if not place:
         return "—"
     for name in ("label", "code", "iata", "locode"):
         if name in place:
-            return str(place[name])
+            return isolated(str(place[name]))
     return f"{place['latitude']}, {place['longitude']}"
 
 
 def _ems(text: str) -> float:
-    return sum(0.3 if c in NARROW else 0.95 if c in WIDEST else 0.8 if c in WIDE else 0.6 for c in text)
+    return sum(0 if c in ISOLATES else 0.3 if c in NARROW else 0.95 if c in WIDEST else 0.8 if c in WIDE else 0.6
+               for c in text)
 
 
 def _lines(text: str) -> list[str]:
@@ -53,7 +64,18 @@ def _lines(text: str) -> list[str]:
                 lines.append(line)
                 line = ""
             line += character
-    return lines + [line] if line or not lines else lines
+    return _closed(lines + [line] if line or not lines else lines)
+
+
+def _closed(lines: list[str]) -> list[str]:
+    """Each line with its own isolates closed: a line is a text chunk of its own (a tspan placed by x), so an
+    isolate wrapped open is closed at the line's end and opened again on the next."""
+    closed, open_isolates = [], 0
+    for line in lines:
+        line = FIRST_STRONG_ISOLATE * open_isolates + line
+        open_isolates = max(0, line.count(FIRST_STRONG_ISOLATE) - line.count(POP_DIRECTIONAL_ISOLATE))
+        closed.append(line + POP_DIRECTIONAL_ISOLATE * open_isolates)
+    return closed
 
 
 def _number(value, places: int = 2) -> str:
@@ -81,10 +103,11 @@ def nodes_and_edges(shipment: dict) -> tuple[list[dict], list[dict]]:
     for element in shipment["elements"]:
         if element["type"] == "hub":
             name = HUB_NAMES[element["hub_type"]]
-            if nodes and nodes[-1]["kind"] == "place":  # the hub at the place the last leg reached
+            where = place_name(element.get("location")) if element.get("location") else ""
+            if nodes and nodes[-1]["kind"] == "place" and where in ("", nodes[-1]["name"]):
+                # the hub at the place the last leg reached (a hub elsewhere is a node of its own)
                 nodes[-1].update(kind="hub", name=f"{name} · {nodes[-1]['name']}", element=element)
             else:
-                where = place_name(element.get("location")) if element.get("location") else ""
                 nodes.append({"kind": "hub", "name": f"{name} · {where}" if where else name, "element": element})
             continue
         if not nodes:
@@ -115,7 +138,12 @@ def chain_svg(shipment: dict, unit: figures.Co2eUnit | None = None) -> str:
         below = bottom = y + 4.5 + LINE * (len(lines) - 1)  # the node's last baseline
         edge = edge_from.get(number)
         if edge is None:
-            y = below + LINE + 12
+            next_y = below + LINE + 12
+            if number < len(nodes) - 1:
+                # Consecutive nodes no leg joins (a hub after a hub, or a hub elsewhere than the leg's end)
+                # are joined by a handover line, so the chain has no gap.
+                legs.append(f'<line class="handover" x1="14" x2="14" y1="{y}" y2="{next_y}"/>')
+            y = next_y
             continue
         leg = edge["element"]
         label = (f"{leg['mode'].title()} · {_number(leg['distance']['value'], 0)} km · "

@@ -12,7 +12,7 @@ import secrets
 import bottle
 
 from ..models import WorkspaceFlash, utcnow
-from .accounts import Session
+from ..accounts import Session
 from .rendering import cookie_header
 
 

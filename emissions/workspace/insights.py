@@ -8,6 +8,7 @@ is added to the calculation's write path for the workspace.
 """
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import io
 import json
@@ -244,6 +245,22 @@ def page(organization_id: int, environment: str, filters: Filters, cursor=None, 
     return rows[:size], (cursor_of(rows[size - 1]) if len(rows) > size else None)
 
 
+def recent(organization_id: int, environment: str, filters: Filters, size: int) -> list:
+    """The newest `size` calculations, and past them the rest of the last one's shipment: its legs share
+    its created_at and external reference, and come in chain order (shipments.py makes their ids so)."""
+    rows, _ = page(organization_id, environment, filters, size=size + MAX_LEGS)
+    shown = rows[:size]
+    for row in rows[size:]:
+        last = shown[-1]
+        if (row.created_at, row.external_reference) != (last.created_at, last.external_reference):
+            break
+        shown.append(row)
+    return shown
+
+
+MAX_LEGS = 10  # a shipment's elements are at most 10
+
+
 CSV_COLUMNS = ("id", "created_at", "environment", "customer_reference", "external_reference", "mode",
                "business_context", "activity_date", "cargo_tonnes", "distance_km", "activity_tkm",
                "emissions_kgco2e", "factor_reference", "factor_version")
@@ -466,7 +483,7 @@ def months_by_mode(organization_id: int, environment: str, reference: str, found
     months = []
     for entry in found["analytics"]["by_month"]:
         first = dt.date.fromisoformat(entry["month"] + "-01")
-        last = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+        last = first.replace(day=calendar.monthrange(first.year, first.month)[1])  # also in December 9999
         start = max(first, period.start) if period.start else first
         end = min(last, period.end) if period.end else last
         text = periods.analytics_json(organization_id, environment, reference, start, end)

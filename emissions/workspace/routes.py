@@ -12,7 +12,7 @@ import bottle
 
 from .. import outages
 from ..db import db
-from . import accounts
+from .. import accounts
 from .pages.audit import AuditPages
 from .pages.calculations import CalculationPages
 from .pages.customers import CustomerPages

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs
 
 import bottle
 
-from . import accounts
-from .accounts import Session, WorkspaceError
+from .. import accounts
+from ..accounts import Session, WorkspaceError
 from .flash import Flash
 from .rendering import redirect, render, request_id
 

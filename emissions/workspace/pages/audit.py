@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ... import audit
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import render
 from ..session import Pages, signed_in
 

@@ -11,7 +11,7 @@ from ... import jsoncodec
 from ... import clock
 from ...models import MODES
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import pretty_json, query_parameter, render, request_id
 from ..session import Pages, signed_in
 

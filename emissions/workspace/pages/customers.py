@@ -10,7 +10,7 @@ from ... import customers
 from ... import statements
 from .. import chart
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import customer_path, pretty_json, query_parameter, redirect, render, request_id
 from ..session import Pages, field, form_post, signed_in
 
@@ -67,11 +67,13 @@ class CustomerPages(Pages):
             return render("statement", title=f"Emissions statement: {found['name']}", organization=org,
                           statement=statements.statement(org.id, environment, reference, period.start, period.end),
                           period=period, back=customer_path(reference) + "?" + urlencode(period.query()))
-        recent, _ = insights.page(org.id, environment, insights.Filters(customer=reference), size=10)
+        recent = insights.recent(org.id, environment, insights.Filters(customer=reference), 10)
+        counts = statements.counts(customers.find(org.id, environment, reference).id,
+                                   found["analytics"]["calculation_count"], period.start, period.end)
         months = insights.months_by_mode(org.id, environment, reference, found, period)
         base = customer_path(reference) + "?" + urlencode(period.query())
         return render("customer", 400 if problems else status, title=found["name"], customer=found,
-                      analytics=found["analytics"], period=period, choices=insights.PERIOD_CHOICES,
+                      analytics=found["analytics"], counts=counts, period=period, choices=insights.PERIOD_CHOICES,
                       problems=problems, chart=chart.monthly_stacked(months),
                       csv_url=base + "&format=csv", statement_url=base + "&format=statement",
                       api_path=f"/v1/customers/{quote(reference, safe='')}/emissions"

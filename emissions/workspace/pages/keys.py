@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ... import customers
+from ... import text
 from ... import keys
 from ... import clock
 from ...models import SCOPES
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import redirect, render
 from ..session import Pages, field, form_post, signed_in
 
@@ -37,9 +37,9 @@ class KeyPages(Pages):
         kept = {"name": field(form, "name"), "environment": field(form, "environment"),
                 "scopes": form.get("scopes", []), "expires_on": field(form, "expires_on")}
         name = kept["name"][:200]
-        if customers.has_control_character(name):  # the rule for customer names
-            return self.keys_page(error="The key was not created: name must not contain line breaks or other "
-                                        "control characters.", status=400, form=kept)
+        if text.problem(name):
+            return self.keys_page(error=f"The key was not created: name {text.problem(name)}.", status=400,
+                                  form=kept)
         expires_at = None
         if kept["expires_on"]:
             # YYYY-MM-DD only: fromisoformat also takes 20260101 and the week form 2026W011.

@@ -8,7 +8,7 @@ from ... import clock
 from ...webhooks import endpoints as webhook_endpoints
 from .. import chart
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import query_parameter, render
 from ..session import Pages, signed_in
 
@@ -36,7 +36,7 @@ class OverviewPages(Pages):
                                                    period.end or dt.date.max, rows)
         months = insights.months_by_activity(period.start, period.end, rows)
         days = insights.daily_by_activity(org.id, environment, 30, now, rows)
-        latest, _ = insights.page(org.id, environment, insights.Filters(), size=8)
+        latest = insights.recent(org.id, environment, insights.Filters(), 8)
         endpoint = webhook_endpoints.endpoint_for(org.id, environment)
         health = insights.endpoint_health(org.id, environment, now - dt.timedelta(days=7)) if endpoint else None
         return render("overview", 400 if problems else 200, title="Overview",

@@ -5,7 +5,7 @@ import re
 
 from .. import chain
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import pretty_json, render
 from ..session import Pages, signed_in
 

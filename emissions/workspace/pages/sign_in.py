@@ -7,8 +7,8 @@ import secrets
 
 import bottle
 
-from .. import accounts
-from ..accounts import HashingBusy, Session, WorkspaceError
+from ... import accounts
+from ...accounts import HashingBusy, Session, WorkspaceError
 from ..rendering import cookie_header, redirect, render
 from ..session import (COOKIE, PENDING_COOKIE, SIGN_IN_COOKIE, Pages, PendingSignIns, field, form_post,
                        read_form)

@@ -5,8 +5,8 @@ import re
 
 import bottle
 
-from .. import accounts
-from ..accounts import HashingBusy, Session, WorkspaceError
+from ... import accounts
+from ...accounts import HashingBusy, Session, WorkspaceError
 from ..rendering import cookie_header, redirect, render
 from ..session import COOKIE, Pages, field, form_post, signed_in
 

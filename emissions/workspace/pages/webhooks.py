@@ -7,7 +7,7 @@ from ...db import db
 from ...webhooks import endpoints as webhook_endpoints
 from ...webhooks import events as webhook_events
 from .. import insights
-from ..accounts import Session
+from ...accounts import Session
 from ..rendering import redirect, render
 from ..session import Pages, field, form_post, signed_in
 

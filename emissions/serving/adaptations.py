@@ -1,42 +1,33 @@
-"""Running the service: Waitress, the webhook scheduler, clean shutdown on SIGTERM."""
+"""Waitress adapted: the API's error envelope for the requests Waitress refuses, two lanes of request
+threads drained on SIGTERM, and deadlines for connections Waitress would keep open for ever.
+
+Each private hook of Waitress used here has its reason beside it, and tests/test_waitress_hooks.py
+fails when a Waitress upgrade changes one.
+"""
 from __future__ import annotations
 
 import fcntl
-import json
-import signal
 import socket
 import struct
-import sys
 import termios
 import threading
 import time
 import uuid
 
-import waitress
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, MultiSocketServer
 from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 
-from . import affinity
-from . import jsoncodec
-from . import logs
-from . import proxies
-
-from . import scheduler as webhook_scheduler
-from .app import SECURITY_HEADERS, create_app
-from .config import Config, ConfigError
-from .db import WalCheckpointer, db, is_sqlite
-
-
-MAX_WAITRESS_BODY = 1024 * 1024  # Waitress refuses larger bodies before the app sees them
+from .. import jsoncodec
+from ..app import SECURITY_HEADERS
 
 
 class EnvelopeErrorTask(ErrorTask):
     """Waitress's own refusals (malformed HTTP, a body over its limit) in the API's error envelope."""
 
-    def execute(self):
+    def execute(self):  # Waitress hook: its refusal's answer, written here in the envelope
         error = self.request.error
         request_id = str(uuid.uuid4())
         status = f"{error.code} {error.reason}"
@@ -68,7 +59,7 @@ class CountingParser(HTTPRequestParser):
 
     idempotency_keys = 0
 
-    def parse_header(self, header_plus):
+    def parse_header(self, header_plus):  # Waitress private method: the only place that sees the header lines apart
         # A header line is its name, then ":" at once (Waitress refuses a space before it).
         self.idempotency_keys = header_plus.lower().count(b"\nidempotency-key:")
         return super().parse_header(header_plus)
@@ -77,7 +68,7 @@ class CountingParser(HTTPRequestParser):
 class CountingTask(WSGITask):
     """Waitress's WSGI task, handing the parser's Idempotency-Key count to the app."""
 
-    def get_environment(self):
+    def get_environment(self):  # Waitress hook: the one place a task builds the app's environ
         environ = super().get_environment()
         environ["emissions.idempotency_keys"] = getattr(self.request, "idempotency_keys", 0)
         return environ
@@ -95,7 +86,7 @@ class Lane(ThreadedTaskDispatcher):
         super().__init__()
         self.name = name
 
-    def start_new_thread(self, target, thread_no):
+    def start_new_thread(self, target, thread_no):  # Waitress private method: its threads are unnamed otherwise
         threading.Thread(target=target, name=f"{self.name}-{thread_no}", args=(thread_no,), daemon=True).start()
 
 
@@ -122,7 +113,7 @@ class DrainingDispatcher(ThreadedTaskDispatcher):
         self.workspace = Lane("workspace")
         self.before_drain = lambda: None  # create_server: close the listening sockets
 
-    def add_task(self, task):
+    def add_task(self, task):  # Waitress hook: every request reaches a thread through it, so the lane is chosen here
         """Queue a connection (Waitress's task) on the lane of the request it is to serve next."""
         requests = getattr(task, "requests", None)
         if requests and is_workspace(getattr(requests[0], "path", "")):
@@ -139,7 +130,7 @@ class DrainingDispatcher(ThreadedTaskDispatcher):
         with self.workspace.lock, self.lock:
             return not (self.queue or self.active_count or self.workspace.queue or self.workspace.active_count)
 
-    def shutdown(self, cancel_pending=True, timeout=5):
+    def shutdown(self, cancel_pending=True, timeout=5):  # Waitress hook: called on SIGTERM, so the drain waits here
         self.before_drain()  # new clients are refused (and may go elsewhere), not taken in and dropped
         deadline = time.monotonic() + self.DRAIN_SECONDS
         while time.monotonic() < deadline and not self.idle():
@@ -159,14 +150,14 @@ class EnvelopeChannel(HTTPChannel):
     incomplete began (None when there is none); close_slow_heads closes it past REQUEST_HEAD_TIMEOUT.
     """
 
-    parser_class = CountingParser
-    task_class = CountingTask
-    error_task_class = EnvelopeErrorTask
+    parser_class = CountingParser  # Waitress hook: each request's parser is made from it
+    task_class = CountingTask  # Waitress hook: each request's task is made from it
+    error_task_class = EnvelopeErrorTask  # Waitress hook: each refused request's answer is made from it
     head_started: float | None = None
     _timed_request = None
     queued_seen: int | None = None  # what the kernel held for the client when last looked
 
-    def writable(self):
+    def writable(self):  # Waitress hook (wasyncore): asked before every poll() whether to watch for writing
         """Waitress's answer, but not while a task thread holds the output lock to write.
 
         The task thread sends what it writes itself, under that lock, the interpreter lock released
@@ -186,14 +177,14 @@ class EnvelopeChannel(HTTPChannel):
             self.outbuf_lock.release()
         return True
 
-    def _flush_some(self, do_close=True):
+    def _flush_some(self, do_close=True):  # Waitress private method: every flush of the output goes through it
         """Waitress's flush, noting what the kernel still holds when output is left (note_clients_reading)."""
         sent = super()._flush_some(do_close=do_close)
         if sent and self.total_outbufs_len:
             self.queued_seen = unsent_bytes(self.socket)
         return sent
 
-    def received(self, data):
+    def received(self, data):  # Waitress hook: every byte read arrives here, so a head's start is seen here
         result = super().received(data)
         request = self.request  # the request being read, None between requests
         if request is None or request.headers_finished:
@@ -273,6 +264,7 @@ def mark_blocked_answers(server: BaseWSGIServer, now: float) -> None:
 def enforce_head_deadline(server, deadline: float) -> None:
     """Have each of the server's listeners run close_stalled, note_clients_reading, Waitress's own round
     (which marks idle channels to close), mark_blocked_answers and close_slow_heads in turn."""
+    # Waitress private attribute: a one-socket server keeps its listener in `_map`, with no public name for it.
     channels = server.map if isinstance(server, MultiSocketServer) else server._map
     for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
         def maintenance(now, listener=listener, idle=listener.maintenance):
@@ -281,120 +273,12 @@ def enforce_head_deadline(server, deadline: float) -> None:
             idle(now)
             mark_blocked_answers(listener, now)
             close_slow_heads(listener, now, deadline)
-        listener.maintenance = maintenance
-
-
-def create_server(app, host: str | None, port: int | None, threads: int, config: Config | None = None,
-                  sockets: list | None = None):
-    """A Waitress server for the app, answering even the requests it cannot parse with the envelope.
-
-    `threads` serve the API; the workspace has its own (DrainingDispatcher), as many as the config's
-    workspace_serving_threads. The connection settings come from the config (docs/operations.md,
-    "Server settings"); with `sockets`, it serves on those (bound already) instead of host and port.
-    """
-    settings = config or getattr(app, "settings", None) or Config()
-    where = {"sockets": sockets} if sockets else {"host": host, "port": port}
-    dispatcher = DrainingDispatcher()
-    server = waitress.create_server(
-        proxies.trusting(app, settings.trusted_proxy, settings.trusted_proxy_count), **where,
-        threads=threads, max_request_body_size=MAX_WAITRESS_BODY, ident="emissions",
-        connection_limit=settings.connection_limit, channel_timeout=settings.channel_timeout,
-        # Idle channels and slow heads are looked for every second: a deadline is kept within one.
-        cleanup_interval=1, backlog=settings.backlog,
-        # select() cannot watch a socket numbered above 1023; poll() has no such limit.
-        asyncore_use_poll=True,
-        # proxies.trusting() has already cleared the forwarding headers of untrusted peers.
-        clear_untrusted_proxy_headers=False, _dispatcher=dispatcher)
-    dispatcher.set_thread_count(threads)  # what create_server does for a dispatcher of its own making
-    dispatcher.workspace.set_thread_count(settings.workspace_serving_threads)
-    dispatcher.before_drain = lambda: close_listeners(server)
-    server.channel_class = EnvelopeChannel
-    enforce_head_deadline(server, settings.request_head_timeout)
-    return server
+        listener.maintenance = maintenance  # Waitress hook: its readable() calls it every cleanup_interval
 
 
 def close_listeners(server) -> None:
     """Stop accepting connections: close the listening sockets of a Waitress server (one, or several
     in a MultiSocketServer), and keep the open channels and the trigger that answers them."""
-    channels = server.map if isinstance(server, MultiSocketServer) else server._map
+    channels = server.map if isinstance(server, MultiSocketServer) else server._map  # as in enforce_head_deadline
     for listener in [item for item in list(channels.values()) if isinstance(item, BaseWSGIServer)]:
         wasyncore.dispatcher.close(listener)  # not BaseWSGIServer.close(): that closes the trigger too
-
-
-def cpu_plan(config: Config, workers: int) -> list[int | None]:
-    """affinity.plan for CPU_AFFINITY; a CPU this process may not use stops the command (ConfigError)."""
-    try:
-        return affinity.plan(config.cpu_affinity, workers)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-class ListenError(RuntimeError):
-    """The address cannot be listened on (taken, or not this machine's)."""
-
-
-def serve(config: Config, host: str = "127.0.0.1", port: int = 8000, *, json_output: bool = False,
-          announce=None, worker=None) -> None:
-    """Serve until SIGTERM or Ctrl-C; in-flight requests finish, then the scheduler stops.
-
-    Once listening it calls announce(url), or prints where it serves: a text line, or with
-    json_output one JSON object, in which case every other line goes to stderr. A `worker` of
-    `emissions serve --workers N` (workers.Worker) serves on its own socket and prints nothing.
-    """
-    log_writer = logs.configure(queued=True)
-    try:
-        _serve(config, host, port, json_output, announce, worker)
-    finally:
-        log_writer.stop()  # writes what is still queued
-
-
-def _serve(config: Config, host: str, port: int, json_output: bool, announce, worker=None) -> None:
-    cpu = worker.cpu if worker else cpu_plan(config, 1)[0]
-    app = create_app(config)
-    try:
-        server = create_server(app, host, port, config.serving_threads, config,
-                               sockets=[worker.socket] if worker else None)
-    except OSError as exc:
-        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # Waitress: a host that is no address ("256.1.1.1")
-        raise ListenError(f"cannot listen on {host}:{port}: {exc}") from None
-    # Once it can listen (a process that cannot is left as it was); pin() moves the threads
-    # started already, and those started later inherit the CPU.
-    if cpu is not None and not affinity.pin(cpu):
-        cpu = None
-    if worker is not None:
-        worker.cpu = cpu  # what it tells the parent
-    # Of several workers, one runs the scheduler (its claims would be safe in all, but idle polls add up).
-    scheduler = webhook_scheduler.start(config) if worker is None or worker.runs_scheduler else None
-    checkpointer = WalCheckpointer(db.obj).start() if is_sqlite() else None
-
-    def stop(signum, frame):
-        # A second signal must not cut short what follows: the queued requests' answers, the cleanup.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise SystemExit(0)  # Waitress catches it, closes its sockets and drains its threads
-
-    signal.signal(signal.SIGTERM, stop)
-    if worker is None:  # Ctrl-C too (workers ignore SIGINT: their parent stops them with SIGTERM)
-        signal.signal(signal.SIGINT, stop)
-    url = f"http://{host}:{server.effective_port}"
-    try:  # from here a SIGTERM at any moment still ends in the cleanup below
-        if announce is not None:
-            announce(url)
-        elif json_output:
-            print(json.dumps({"url": url, "threads": config.serving_threads, "cpu": cpu}), flush=True)
-        else:
-            where = "" if cpu is None else f", CPU {cpu}"
-            print(f"Serving on {url} (threads={config.serving_threads}{where})", flush=True)
-        server.run()
-    except (SystemExit, KeyboardInterrupt):
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
-        server.close()
-        if scheduler is not None:
-            scheduler.shutdown(wait=True)
-        if checkpointer is not None:
-            checkpointer.stop()
-        if worker is None:
-            print("Stopped.", file=sys.stderr if json_output else sys.stdout, flush=True)

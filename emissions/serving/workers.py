@@ -21,8 +21,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from . import db
-from .config import Config
+from .. import db
+from ..config import Config
 
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -39,15 +39,14 @@ class Worker:
     index: int
     socket: socket.socket
     ready_pipe: int
-    cpu: int | None = None  # the CPU it serves on (CPU_AFFINITY), None: any
 
     @property
     def runs_scheduler(self) -> bool:
         return self.index == 0
 
     def ready(self, url: str) -> None:
-        """Tell the parent that this worker is listening, and on which CPU ("-": any)."""
-        os.write(self.ready_pipe, f"{self.index} {'-' if self.cpu is None else self.cpu}\n".encode())
+        """Tell the parent that this worker is listening."""
+        os.write(self.ready_pipe, f"{self.index}\n".encode())
         os.close(self.ready_pipe)
 
 
@@ -92,7 +91,6 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     except (OSError, UnicodeError) as exc:
         raise server.ListenError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     port = reservation.getsockname()[1]
-    planned = server.cpu_plan(config, workers)  # once, here: the workers must not each start from their own CPU
     # No connection or thread may cross the fork: every worker opens its own.
     if db.db.obj is not None:
         db.db.close()
@@ -107,7 +105,7 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
         pid = os.fork()
         if pid == 0:  # the worker
             os.close(other_end)
-            _run_worker(share, host, port, Worker(index, None, ready_pipe, planned[index]), reservation, parent)
+            _run_worker(share, host, port, Worker(index, None, ready_pipe), reservation, parent)
         children[pid] = index
         return pid
 
@@ -159,7 +157,6 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         started = _read_ready(ready_read, workers)
-        cpus = [started.get(index) for index in range(workers)]  # where each runs: a refused pin is None
         if len(started) < workers and not stopping:
             stop(None, None)
             _wait_all(list(children))
@@ -169,12 +166,11 @@ def serve(config: Config, host: str, port: int, workers: int, *, json_output: bo
             if announce is not None:
                 announce(url)
             elif json_output:
+                # "cpus" stays, each null, so that scripts reading it keep working (docs/cli.md).
                 print(json.dumps({"url": url, "workers": workers, "threads": config.serving_threads,
-                                  "cpus": cpus}), flush=True)
+                                  "cpus": [None] * workers}), flush=True)
             else:
-                where = "" if None in cpus else ", CPUs " + ",".join(map(str, cpus))
-                print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each{where})",
-                      flush=True)
+                print(f"Serving on {url} (workers={workers}, threads={config.serving_threads} each)", flush=True)
         deaths: list[float] = []
         while children:
             try:
@@ -238,8 +234,8 @@ def _stop_worker(signum, frame):
     raise SystemExit(0)  # before server.serve has its own handler: leave through the cleanup
 
 
-def _read_ready(pipe: int, expected: int) -> dict[int, int | None]:
-    """Each worker that said it listens, with its CPU, reading until all did or every writer is gone."""
+def _read_ready(pipe: int, expected: int) -> set[int]:
+    """Each worker that said it listens, reading until all did or every writer is gone."""
     text = b""
     try:
         while text.count(b"\n") < expected:
@@ -251,11 +247,7 @@ def _read_ready(pipe: int, expected: int) -> dict[int, int | None]:
         pass
     finally:
         os.close(pipe)
-    started = {}
-    for line in text.decode().splitlines():
-        index, cpu = line.split()
-        started[int(index)] = None if cpu == "-" else int(cpu)
-    return started
+    return {int(line) for line in text.decode().splitlines()}
 
 
 def _signal_all(children: list[int], signum: int) -> None:

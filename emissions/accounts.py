@@ -1,4 +1,5 @@
-"""Workspace logins: users and their passwords, the hashing pool, sign-in throttling and server-side sessions."""
+"""Users and their passwords, the hashing pool, sign-in throttling and server-side sessions: the core the
+workspace signs people in with, and organizations and the operator CLI manage users with."""
 from __future__ import annotations
 
 import collections
@@ -17,10 +18,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import jwt
 import peewee as pw
 
-from .. import affinity
-from .. import audit
-from ..db import db
-from ..models import Organization, User, WorkspaceSession, utcnow
+from . import audit
+from . import text
+from .db import db
+from .models import Organization, User, WorkspaceSession, utcnow
 
 SESSION_HOURS = 8
 # scrypt: memory-hard, so a stolen hash is slow to guess on any hardware; n=2**14 keeps a sign-in quick.
@@ -79,9 +80,7 @@ class Hasher:
     most `queue` more waiting; beyond that it refuses at once (HashingBusy) instead of queueing."""
 
     def __init__(self, workers: int = 1, queue: int = 2, timeout: float = 10.0):
-        # scrypt runs with the GIL released: its threads leave the serving process's CPU.
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password-hash",
-                                        initializer=affinity.release_this_thread)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password-hash")
         self._slots = threading.BoundedSemaphore(workers + queue)
         self.timeout = timeout
         self.capacity = workers + queue
@@ -140,6 +139,8 @@ def create_user(organization: Organization, email: str, password: str, hasher=In
     email = normal_email(email)
     if len(email) > MAX_EMAIL or not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
         raise WorkspaceError("email must be an address")
+    if text.problem(email):
+        raise WorkspaceError("email " + text.problem(email))
     problem = password_problem(password)
     if problem:
         raise WorkspaceError(problem)

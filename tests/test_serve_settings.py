@@ -1,0 +1,49 @@
+"""`emissions serve` and the settings it no longer acts on: accepted, ignored, said once."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import requests
+
+from conftest import EMISSIONS, free_port, serving
+
+
+@pytest.mark.parametrize("argv", [(), ("--workers", "2")], ids=["one process", "two workers"])
+def test_a_cpu_affinity_setting_is_accepted_and_ignored_with_one_warning(tmp_path, monkeypatch, argv):
+    with serving(tmp_path, monkeypatch, *argv, CPU_AFFINITY="0-3,6") as (process, url, key):
+        assert requests.get(url + "/healthz", timeout=10).status_code == 200
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert err.count("CPU_AFFINITY=0-3,6 is ignored") == 1, err  # one line, from one process of several
+
+
+def test_without_the_setting_serve_warns_of_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("CPU_AFFINITY", raising=False)
+    with serving(tmp_path, monkeypatch) as (process, url, key):
+        assert requests.get(url + "/healthz", timeout=10).status_code == 200
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+    assert "is ignored" not in err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ((), {"threads": 1, "cpu": None}),
+    (("--workers", "2"), {"workers": 2, "threads": 1, "cpus": [None, None]}),
+], ids=["one process", "two workers"])
+def test_the_json_serving_line_keeps_its_cpu_keys_always_null(tmp_path, argv, expected):
+    port = free_port()
+    environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'e.sqlite3'}", "CPU_AFFINITY": "1",
+                   "WEBHOOK_POLL_SECONDS": "60"}
+    process = subprocess.Popen([str(EMISSIONS), "serve", "--port", str(port), "--json", *argv], env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = json.loads(process.stdout.readline())
+        assert line == {"url": f"http://127.0.0.1:{port}", **expected}
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+    assert "CPU_AFFINITY=1 is ignored" in err
