@@ -21,6 +21,7 @@ import peewee as pw
 
 from . import csvfile
 from . import customers
+from . import figures
 from . import jsoncodec
 from . import periods
 from . import shipments
@@ -237,6 +238,10 @@ def as_csv(rows: Iterator[list]) -> str:
     return "".join(csv_lines(rows))
 
 
+class Co2e(Decimal):
+    """Emissions in kg in a table of the HTML statement, which writes them in the table's unit."""
+
+
 HTML_STYLE = ("@page { size: A4; margin: 18mm } body { font: 10pt sans-serif } "
               "table { border-collapse: collapse; margin: 0 0 12pt } td, th { border: 1px solid #999; padding: 2pt 6pt; "
               "text-align: right } td:first-child, th:first-child { text-align: left }")
@@ -248,21 +253,34 @@ HTML_POLICY = ("default-src 'none'; style-src 'sha256-"
 
 
 def as_html(found: dict) -> str:
-    """The statement as a printable page (A4)."""
+    """The statement as a printable page (A4), its numbers written for people as the workspace writes them."""
     def number(value) -> str:
-        return "" if value is None else f"{value:,.6f}".rstrip("0").rstrip(".")
+        return "" if value is None else figures.number_text(value)
+
+    def exact(value) -> str:
+        return "—" if value is None else jsoncodec.decimal_text(value)
 
     def table(headers: list[str], rows: list[list]) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-        body = "".join("<tr>" + "".join(f"<td><bdi>{html.escape(str(cell))}</bdi></td>" for cell in row) + "</tr>"
-                       for row in rows)  # <bdi>: stored text cannot reorder what is beside it
+        # Each table writes its emissions (Co2e cells) in one unit, from its largest, named in the headers
+        # that say kgCO2e; counts get thousands separators. A Co2e cell carries its exact kg in data-value,
+        # by which the rows add up to the total where the rounded figures may miss it by a hundredth.
+        unit = figures.co2e_unit(*(cell for row in rows for cell in row if isinstance(cell, Co2e)))
+        head = "".join(f"<th>{html.escape(h.replace('kgCO2e', unit.name))}</th>" for h in headers)
+
+        def cell_html(cell) -> str:
+            if isinstance(cell, Co2e):
+                return f'<td data-value="{exact(cell)}"><bdi>{html.escape(unit.number(cell))}</bdi></td>'
+            text = f"{cell:,}" if isinstance(cell, (int, Decimal)) else str(cell)
+            return f"<td><bdi>{html.escape(text)}</bdi></td>"  # <bdi>: stored text cannot reorder what is beside it
+
+        body = "".join("<tr>" + "".join(cell_html(cell) for cell in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def aggregate_row(name: str, totals: dict) -> list:
         emissions = totals["emissions"]
-        return [name, totals["calculation_count"], number(totals["activity"]["value"]), number(emissions["value"]),
-                number(emissions["breakdown"]["ttw"]), number(emissions["breakdown"]["wtt"]),
-                number(emissions["breakdown"]["unattributed"])]
+        return [name, totals["calculation_count"], number(totals["activity"]["value"]), Co2e(emissions["value"]),
+                Co2e(emissions["breakdown"]["ttw"]), Co2e(emissions["breakdown"]["wtt"]),
+                Co2e(emissions["breakdown"]["unattributed"])]
 
     def hubs_row() -> list[list]:
         """The hubs' row below the modes: no calculations and no tkm, so every column still adds up."""
@@ -271,8 +289,8 @@ def as_html(found: dict) -> str:
             return []
         emissions = hubs["emissions"]
         return [[f"Hubs ({hubs['count']}, {number(hubs['activity']['value'])} t handled)", "", "",
-                 number(emissions["value"]), number(emissions["breakdown"]["ttw"]),
-                 number(emissions["breakdown"]["wtt"]), number(emissions["breakdown"]["unattributed"])]]
+                 Co2e(emissions["value"]), Co2e(emissions["breakdown"]["ttw"]),
+                 Co2e(emissions["breakdown"]["wtt"]), Co2e(emissions["breakdown"]["unattributed"])]]
 
     def used_by(factor: dict) -> list:
         return [factor["calculation_count"] or ("" if factor.get("hub_count") else 0), factor.get("hub_count", "")]
@@ -293,7 +311,7 @@ def as_html(found: dict) -> str:
         f"<p>Period: {html.escape(period['from'] or 'start')} to {html.escape(period['to'] or 'today')} "
         f"(by activity date; {found['environment']} environment). Generated {html.escape(found['generated_at'])}.</p>",
         "<h2>Totals</h2>", table(columns, [aggregate_row("Total", totals)]),
-        f"<p>Intensity: {number(totals['intensity']['value'])} kgCO2e/tkm</p>",
+        f"<p>Intensity: {exact(totals['intensity']['value'])} kgCO2e/tkm</p>",
         table(["", "shipments", "single calculations", "calculations", "hubs"], [["Count", *counts]]),
         "<p>Calculations count each leg of a shipment and each single calculation; a hub is no calculation, "
         "its emissions are in its own row. TTW, WTT and not split (emissions whose factor gives only the "

@@ -84,10 +84,23 @@ def test_the_chain_isolates_labels_in_its_titles_and_text(client, stored):
             assert re.search(f"\u2068[^\u2069]*{RLO}[^\u2069]*\u2069", title), title
 
 
-def test_a_shortened_chain_label_closes_its_isolate():
+def test_a_wrapped_chain_label_closes_its_isolate_on_every_line():
+    # Labels wrap instead of being cut; each line is a text chunk of its own, so an isolate the wrap cuts
+    # open is closed at the line's end and opened again on the next.
     text = chain.place_name({"label": "x" * 60}) + " · 1.00 kgCO2e"
-    short = chain._short(text)
-    assert short.count("\u2068") == short.count("\u2069") == 1
+    lines = chain._lines(text)
+
+    def bare(value: str) -> str:
+        return value.replace("\u2068", "").replace("\u2069", "").replace(" ", "")
+
+    assert len(lines) > 2 and bare("".join(lines)) == bare(text)
+    assert lines[0].startswith("\u2068") and lines[1].startswith("\u2068")  # the name runs on in its isolate
+    for line in lines:
+        depth = 0
+        for character in line:
+            depth += {"\u2068": 1, "\u2069": -1}.get(character, 0)
+            assert depth >= 0, line
+        assert depth == 0, line
 
 
 def test_the_cli_statement_isolates_stored_text_and_has_its_policy(stored, emissions, tmp_path):

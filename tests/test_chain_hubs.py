@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from emissions import figures
 from emissions.workspace import chain
 
 
@@ -40,6 +41,13 @@ def segments(svg: str) -> list[tuple[float, float]]:
     return sorted((float(y1), float(y2)) for y1, y2 in re.findall(r'<line [^>]*y1="([0-9.]+)" y2="([0-9.]+)"', svg))
 
 
+def node_centres(svg: str) -> list[float]:
+    """Each node's centre, in chain order (a place's circle, a hub's 14-unit square)."""
+    return [float(cy) if cy else float(y) + 7 for y, cy in re.findall(
+        r'<g class="node [^"]*"[^>]*><title>[^<]*</title>(?:<rect x="7" y="([0-9.]+)"|<circle cx="14" cy="([0-9.]+)")',
+        svg)]
+
+
 @pytest.mark.parametrize("elements", [
     [leg("Hull", "York", 0), hub(1), hub(2), leg("York", "Derby", 3)],
     [leg("Hull", "York", 0), hub(1, "Leeds"), hub(2, "Leeds"), leg("Leeds", "Derby", 3)],
@@ -48,6 +56,8 @@ def segments(svg: str) -> list[tuple[float, float]]:
 def test_the_chain_has_no_gap_between_any_two_nodes(elements):
     shipment = {"elements": elements}
     nodes, _ = chain.nodes_and_edges(shipment)
-    lines = segments(chain.chain_svg(shipment))
-    expected = [(chain.TOP + chain.STEP * number, chain.TOP + chain.STEP * (number + 1)) for number in range(len(nodes) - 1)]
-    assert lines == expected
+    svg = chain.chain_svg(shipment, figures.KILOGRAMS)
+    centres = node_centres(svg)
+    assert len(centres) == len(nodes) and centres == sorted(centres)
+    # Each two consecutive nodes joined by exactly one line, a leg's or a dashed handover's, centre to centre.
+    assert segments(svg) == [(centres[number], centres[number + 1]) for number in range(len(nodes) - 1)]

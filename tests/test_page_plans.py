@@ -48,6 +48,8 @@ def pages(created, shipment, client) -> list[str]:
                         if choice != "custom"]
     return [
         "/workspace",
+        "/workspace?period=all",
+        "/workspace?period=custom&from=2026-01-01&to=2026-06-30",
         "/workspace/calculations",
         "/workspace/calculations?customer=cust-1",
         "/workspace/calculations?mode=AIR",

@@ -37,11 +37,20 @@ def test_a_shipment_is_drawn_as_nodes_and_legs_with_a_bar_per_element(client, dr
     assert len(re.findall(r'<g class="node place"', svg)) == 3 and len(re.findall(r'<g class="node hub"', svg)) == 1
     assert re.findall(r'<g class="leg mode-(\w+)" data-index="(\d)"', svg) == [("road", "0"), ("sea", "1"),
                                                                               ("road", "3")]
-    assert "Container terminal · \u2068GBFXT\u2069 · 26.00 kgCO2e" in svg  # the place's name isolated
-    assert "Sea · 22,399 km · 8,856.45 kgCO2e" in svg
-    assert re.findall(r'<li data-index="(\d)"', page.text) == ["0", "1", "2", "3"]
-    assert 'style="width: 100.00%"' in page.text  # the sea leg, the largest element
-    assert "9.94 t CO2e" in page.text  # the total, 9,936.55 kgCO2e, in tonnes from 1,000 kg
+    # One unit on the page, from its largest figure (the total, 9,936.55 kgCO2e): tonnes in the cards, the chain
+    # and the bars alike (issue 32 found 8,856.45 kgCO2e in the chain beside 8.86 t CO2e in the bars).
+    assert "Container terminal · \u2068GBFXT\u2069 · 0.03 t CO2e" in svg  # the place's name isolated
+    assert "Sea · 22,399 km · 8.86 t CO2e" in svg
+    assert "kgCO2e" not in svg
+    assert "9.94 t CO2e" in page.text
+    bars = re.search(r'<ol class="elementbars".*?</ol>', page.text, re.S).group(0)
+    assert re.findall(r'<li data-index="(\d)"', bars) == ["0", "1", "2", "3"]
+    assert re.findall(r'<span class="num">([^<]*)</span>', bars) == ["0.12", "8.86", "0.03", "0.93"]
+    assert "t CO2e" in page.text.split('id="bars-title"')[1].split("</div>")[0]  # the unit, once, in the head
+    # The widths are SVG attributes (the page's CSP refuses an inline style): the sea leg is the largest.
+    widths = [float(width) for width in re.findall(r'<rect class="fill" width="([0-9.]+)"', bars)]
+    assert widths[1] == 100 and all(0 < width < 100 for width in widths[:1] + widths[2:])
+    assert "style=" not in page.text
 
 
 def test_another_organizations_shipment_is_a_404(client, drawn):

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from emissions import jsoncodec, workspace
+from emissions import figures, jsoncodec, workspace
 from tests.conftest import post_calculation
 from tests.test_openapi import check_response
 from tests.test_shipments import TERMINAL, library, worked_example  # noqa: F401 (the fixture)
@@ -124,16 +124,31 @@ def test_every_statement_output_adds_up_to_its_totals_with_the_hubs(client, acme
     assert (status, err) == (0, "")
     tables = [rows for _, rows in Tables(page).tables]
     total_table, _, mode_table, month_table, factor_table = tables
-    [total] = columns(total_table[1:], total_table[0])
+    # Each table's emissions are written in one unit (here t CO2e, from 30.89 t) rounded to hundredths, and
+    # carry their exact kg in data-value, by which they add up.
+    assert [name for name, _ in total_table[0][3:]] == ["t CO2e", "TTW t CO2e", "WTT t CO2e", "not split t CO2e"]
+
+    def in_kg(table: list[list[tuple]]) -> list[dict]:
+        """The table's rows by column, its emissions headers named in kg and each value exact."""
+        header = [(name.replace("t CO2e", "kgCO2e"), value) for name, value in table[0]]
+        listed = columns(table[1:], header)
+        for row in listed:
+            for name in ("kgCO2e", "TTW kgCO2e", "WTT kgCO2e", "not split kgCO2e"):
+                text, exact = row[name]
+                assert text == figures.TONNES.number(Decimal(exact)), (name, text, exact)
+                row[name] = (exact, exact)
+        return listed
+
+    [total] = in_kg(total_table)
     for table in (mode_table, month_table):
-        listed = columns(table[1:], table[0])
+        listed = in_kg(table)
         for column in ("calculations", "tkm", "kgCO2e", "TTW kgCO2e", "WTT kgCO2e", "not split kgCO2e"):
             assert sum(decimal(row[column][0]) for row in listed) == decimal(total[column][0]), column
         for row in listed + [total]:
             assert sum(decimal(row[part][0]) for part in ("TTW kgCO2e", "WTT kgCO2e", "not split kgCO2e")) == \
                 decimal(row["kgCO2e"][0])
     assert [row[""][0] for row in columns(mode_table[1:], mode_table[0])] == [
-        "ROAD", "SEA", "Hubs (6, 120 t handled)"]
+        "ROAD", "SEA", "Hubs (6, 120.00 t handled)"]
     assert decimal(total["kgCO2e"][0]) == emissions_total
     factors = {row["reference"][0]: row for row in columns(factor_table[1:], factor_table[0])}
     assert (factors[TERMINAL]["calculations"][0], factors[TERMINAL]["hubs"][0]) == ("", "6")

@@ -3,6 +3,7 @@ server, a real webhook delivery worker and a real local receiver. Skipped where 
 (`.ci/run` installs it); Playwright never downloads a browser of its own here."""
 from __future__ import annotations
 
+import datetime as dt
 import re
 import threading
 
@@ -10,7 +11,11 @@ import pytest
 import requests
 
 from emissions import auth
+from emissions import clock
 from emissions import customers
+from emissions import factor_files
+from emissions import figures
+from emissions import jsoncodec
 from emissions import models
 from emissions.webhooks import delivery as webhook_delivery
 from emissions import workspace
@@ -19,6 +24,7 @@ from emissions.config import Config
 from emissions.models import ApiKey, Organization, User
 from emissions.workspace import insights
 from conftest import CHROMIUM, POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url
+from test_shipments import TERMINAL, worked_example
 from webhook_receiver import Receiver
 
 pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
@@ -34,7 +40,7 @@ class Site:
 
     def __init__(self, url: str, key: str, receiver: Receiver):
         self.url, self.key, self.receiver = url, key, receiver
-        self.today = models.utcnow().date()  # the activity date of the seeded calculations (a run may pass midnight)
+        self.today = clock.today()  # the activity date of the seeded calculations (a run may pass midnight)
 
     def calculate(self, idempotency_key: str, **overrides) -> dict:
         response = requests.post(f"{self.url}/v1/emissions/logistics", json=logistics_body(**overrides),
@@ -194,7 +200,9 @@ def test_the_printable_statement_prints_to_an_a4_pdf_with_the_period_and_its_num
     for expected in ("Acme Logistics", "Emissions statement", "Northwind Ltd (northwind)",
                      f"Activity dates {today.replace(day=1).isoformat()} to {today.isoformat()}",
                      "Totals", "By mode", "By month", today.strftime("%Y-%m"), "Road",
-                     insights.co2e_text(statement["totals"]["emissions"]["value"]),
+                     figures.co2e_unit(statement["totals"]["emissions"]["value"]).number(
+                         statement["totals"]["emissions"]["value"]),
+                     f'Emissions ({figures.co2e_unit(statement["totals"]["emissions"]["value"]).name})',
                      "ISO 14083:2023", "road-default", "Method and sources"):
         assert expected in text, expected
     pdf = page.pdf(format="A4", print_background=False, prefer_css_page_size=True)
@@ -356,3 +364,156 @@ def test_every_input_has_a_label(page):
         if found:
             unlabelled[path] = found
     assert unlabelled == {}
+
+
+# --- a forwarder's month: a shipment closed last month, a calculation this month (issue 32, items 7 to 11) ---
+
+class Forwarder:
+    """An organization of its own (other tests see none of it) with a shipment dated in the month being
+    closed (the last complete one) and a road calculation dated today, by the one clock."""
+
+    def __init__(self, site: Site):
+        self.org = Organization.create(slug="shipco", name="Ship Co")
+        workspace.create_user(self.org, "ops@shipco.example", PASSWORD, actor="cli")
+        make_customer(self.org, "northwind", name="Northwind Ltd")
+        _, self.key = auth.create_key(self.org, "test", list(models.SCOPES), auth.instance_secret(None), name="seed")
+        self.today = clock.today()
+        self.last_month = (self.today.replace(day=1) - dt.timedelta(days=1)).replace(day=10)
+        self.shipment = self.post(site, "/v1/shipments", "ship-1", worked_example(
+            customer_reference="northwind", activity_date=self.last_month.isoformat()))
+        self.calculation = self.post(site, "/v1/emissions/logistics", "road-1", logistics_body(
+            customer_reference="northwind", external_reference="road-1", activity_date=self.today.isoformat()))
+
+    def post(self, site: Site, path: str, idempotency_key: str, body: dict) -> dict:
+        response = requests.post(f"{site.url}{path}", json=body, timeout=10, headers={
+            "Authorization": f"Bearer {self.key}", "Idempotency-Key": idempotency_key})
+        assert response.status_code == 201, response.text
+        return jsoncodec.loads(response.content)
+
+    def pages(self) -> dict:
+        return {"overview": "/workspace", "shipment": f"/workspace/shipments/{self.shipment['id']}",
+                "shipments": "/workspace/shipments", "customer": "/workspace/customers/northwind?period=all",
+                "statement": "/workspace/customers/northwind?period=all&format=statement"}
+
+
+@pytest.fixture(scope="module")
+def forwarder(site):
+    factor_files.load_library(actor="test")  # the default road and sea factors of a shipment's legs
+    make_factor(TERMINAL, mode="HUB", value=None, ttw_value="0.95", wtt_value="0.35", name="Container terminal",
+                hub_type="container_terminal")
+    return Forwarder(site)
+
+
+def signed_in_view(browser, site, width: int):
+    """A new browser context at this width, signed in as the forwarder, and its console's CSP refusals."""
+    context = browser.new_context(base_url=site.url, viewport={"width": width, "height": 900})
+    context.set_default_timeout(10_000)
+    view = context.new_page()
+    refused = []
+    view.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    sign_in(view, email="ops@shipco.example")
+    return context, view, refused
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_shipments_bars_have_their_widths_and_its_chain_reads_whole(browser, site, forwarder, width):
+    """Items 7 and 8: the bars were all full width (the CSP refused their inline style), and the chain cut
+    a hub's figure off at about 9 px on a phone."""
+    context, view, refused = signed_in_view(browser, site, width)
+    try:
+        view.goto(forwarder.pages()["shipment"])
+        elements = forwarder.shipment["elements"]
+        largest = max(element["emissions"]["value"] for element in elements)
+        for element in elements:
+            bar = view.locator(f'#bars li[data-index="{element["index"]}"] svg.bar')
+            track, fill = bar.locator("rect.track").bounding_box(), bar.locator("rect.fill").bounding_box()
+            expected = float(element["emissions"]["value"] / largest)
+            assert track["width"] > 100 and abs(fill["width"] / track["width"] - expected) < 0.01, element["index"]
+        assert refused == []
+        texts = view.evaluate("""() => {
+            const svg = document.querySelector('svg.chain'), box = svg.getBoundingClientRect();
+            const scale = box.width / svg.viewBox.baseVal.width;
+            return [...svg.querySelectorAll('text')].map(text => {
+                const own = text.getBoundingClientRect();
+                return {text: [...text.querySelectorAll('tspan')].map(span => span.textContent).join(' '),
+                        px: parseFloat(getComputedStyle(text).fontSize) * scale,
+                        inside: own.left >= box.left - 0.5 && own.right <= box.right + 0.5
+                                && own.top >= box.top - 0.5 && own.bottom <= box.bottom + 0.5};
+            });
+        }""")
+        assert len(texts) == 7 and all(text["inside"] for text in texts), texts
+        assert min(text["px"] for text in texts) >= 12, texts
+        assert not any("…" in text["text"] for text in texts)
+        hub = elements[2]["emissions"]["value"]
+        # The place's name drawn in its isolate (U+2068...U+2069), the hub's figure whole on its own line.
+        assert any(text["text"] == f"Container terminal · \u2068GBFXT\u2069 {figures.TONNES.text(hub)}"
+                   for text in texts), texts
+        assert view.evaluate("document.documentElement.scrollWidth") <= width
+    finally:
+        context.close()
+
+
+def test_at_390_px_the_statement_and_the_forwarders_pages_do_not_scroll_sideways(browser, site, forwarder):
+    """Item 9: the printable statement scrolled sideways (743 px); its tables now scroll inside their section."""
+    context, view, _ = signed_in_view(browser, site, 390)
+    try:
+        widths = {}
+        for name, path in forwarder.pages().items():
+            view.goto(path)
+            widths[name] = view.evaluate("document.documentElement.scrollWidth")
+        assert {name: width for name, width in widths.items() if width > 390} == {}
+        # The statement's table is whole, reached by scrolling its section.
+        section = view.locator("#statement-modes").locator("xpath=ancestor::section")
+        assert view.evaluate("(el) => getComputedStyle(el).overflowX", section.element_handle()) == "auto"
+    finally:
+        context.close()
+
+
+def test_every_table_and_page_says_its_emissions_unit_once(browser, site, forwarder):
+    """Item 10: "2.44 t CO2e" stood above "542.71 kgCO2e", and the chain and the bars of one shipment used
+    different units."""
+    context, view, _ = signed_in_view(browser, site, 1280)
+    try:
+        view.goto(forwarder.pages()["shipment"])
+        shown = view.evaluate("""() => [...document.querySelectorAll('main *')]
+            .filter(el => !el.closest('pre') && el.children.length === 0 && el.tagName !== 'title')
+            .map(el => el.textContent)""")
+        units = {match for text in shown for match in re.findall(r"kgCO2e(?!/)|t CO2e", text)}
+        assert units == {"t CO2e"}, units  # 9.94 t in total: the chain, the bars and the cards in tonnes
+        assert view.inner_text("#bars") .count("CO2e") == 0 and "t CO2e" in view.inner_text(".side .panelhead")
+        view.goto(forwarder.pages()["customer"])
+        header = view.inner_text("#by-mode thead th:last-child")
+        assert header.lower().endswith("t co2e"), header
+        cells = view.locator("#by-mode tbody td[data-value]").all_inner_texts()
+        assert len(cells) == 3 and not any("CO2e" in cell for cell in cells), cells  # road, sea and the hubs
+        view.goto(forwarder.pages()["statement"])
+        for table in ("#statement-totals", "#statement-modes", "#statement-months"):
+            assert "Emissions (t CO2e)" in view.inner_text(f"{table} thead"), table
+            assert "CO2e" not in view.inner_text(f"{table} tbody"), table
+    finally:
+        context.close()
+
+
+def test_the_overview_shows_the_month_being_closed_beside_this_one_and_another_can_be_picked(browser, site,
+                                                                                            forwarder):
+    """Item 11: during a month's close the overview showed 0 for the new month and the last could not be picked."""
+    context, view, _ = signed_in_view(browser, site, 390)
+    try:
+        view.goto("/workspace")
+        last, this = forwarder.last_month.strftime("%Y-%m"), forwarder.today.strftime("%Y-%m")
+        months = view.locator("#months li")
+        assert months.evaluate_all("(items) => items.map(item => item.dataset.month)") == [last, this]
+        shipment_kg = forwarder.shipment["totals"]["emissions"]["value"]
+        assert view.get_attribute(f'#months li[data-month="{last}"]', "data-kg") == jsoncodec.decimal_text(shipment_kg)
+        assert view.get_attribute(f'#months li[data-month="{this}"]', "data-kg") == jsoncodec.decimal_text(
+            forwarder.calculation["emissions"]["value"])
+        assert view.input_value("#o-period") == "last-and-this-month"
+        view.select_option("#o-period", "last-month")
+        view.click("text=Show")
+        view.wait_for_url("**period=last-month**")
+        assert months.evaluate_all("(items) => items.map(item => item.dataset.month)") == [last]
+        assert view.get_attribute("#emissions .figure", "data-month-kg") == jsoncodec.decimal_text(shipment_kg)
+        assert view.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        context.close()

@@ -34,6 +34,8 @@ def shown_period(page) -> tuple[str, str]:
 
 @pytest.mark.parametrize("today, choice, start, end", [
     ("2026-11-25", "", "2026-11-01", "2026-11-30"),
+    ("2026-12-04", "last-and-this-month", "2026-11-01", "2026-12-31"),
+    ("2026-01-10", "last-and-this-month", "2025-12-01", "2026-01-31"),
     ("2026-11-25", "this-month", "2026-11-01", "2026-11-30"),
     ("2026-11-25", "last-month", "2026-10-01", "2026-10-31"),
     ("2026-11-25", "this-quarter", "2026-10-01", "2026-12-31"),
@@ -159,13 +161,41 @@ def test_a_customer_with_no_calculations_in_the_period_shows_zeros_not_an_error(
     assert client.get("/workspace/customers/quiet", {"period": "last-year", "format": "statement"}).status_int == 200
 
 
+def kg_of(bodies, month: str) -> Decimal:
+    return sum((body["emissions"]["value"] for body in bodies if body["activity_date"].startswith(month)), Decimal(0))
+
+
 def test_the_overview_counts_emissions_by_activity_date_and_billing_by_creation(client, signed_in, shipped):
-    page = client.get("/workspace")
-    november = [body for body in shipped if body["activity_date"].startswith("2026-11")]
-    kg = sum((body["emissions"]["value"] for body in november), Decimal(0))
-    assert f'data-month-kg="{jsoncodec.decimal_text(kg)}"' in page.text
+    page = client.get("/workspace", {"period": "this-month"})
+    assert f'data-month-kg="{jsoncodec.decimal_text(kg_of(shipped, "2026-11"))}"' in page.text
     assert "Emissions by activity date" in page.text and "Billable calculations" in page.text
     assert "billing counts by creation month" in page.text
+
+
+def overview_months(page) -> dict:
+    return dict(re.findall(r'<li data-month="([0-9-]+)" data-kg="([^"]*)"', page.text))
+
+
+def test_the_overview_shows_the_month_being_closed_beside_the_current_one_and_any_period(client, signed_in, shipped,
+                                                                                       fixed_clock):
+    """Issue 32: on 4 December the overview showed only December (0 kg), and November could not be picked."""
+    fixed_clock(dt.datetime(2026, 12, 4, 9, 0, tzinfo=dt.timezone.utc))
+    sign_in(client)  # a session of that day
+    page = client.get("/workspace")
+    assert re.search(r'id="emissions" data-from="([^"]*)" data-to="([^"]*)"', page.text).groups() == (
+        "2026-11-01", "2026-12-31")
+    assert '<option value="last-and-this-month" selected>' in page.text
+    november = jsoncodec.decimal_text(kg_of(shipped, "2026-11"))
+    assert overview_months(page) == {"2026-11": november, "2026-12": "0"}
+    assert f'data-month-kg="{november}"' in page.text
+    # Any period of the customer page's picker, named or custom.
+    october = client.get("/workspace", {"period": "custom", "from": "2026-10-01", "to": "2026-10-31"})
+    assert overview_months(october) == {"2026-10": jsoncodec.decimal_text(kg_of(shipped, "2026-10"))}
+    everything = client.get("/workspace", {"period": "all"})
+    assert f'data-month-kg="{jsoncodec.decimal_text(kg_of(shipped, ""))}"' in everything.text
+    assert set(overview_months(everything)) == {body["activity_date"][:7] for body in shipped}
+    refused = client.get("/workspace", {"from": "2026-10-02", "to": "2026-10-01"}, status=400)
+    assert "The “from” date is after the “to” date." in refused.text
 
 
 @pytest.mark.on_both

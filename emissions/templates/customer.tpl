@@ -28,8 +28,9 @@
     <p class="muted small">Calculations, each shipment leg counted: <span data-field="calculation_count" data-value="{{analytics['calculation_count']}}">{{number(analytics['calculation_count'])}}</span></p></div>
   <div class="card"><h2 class="label">Emissions</h2><p class="figure" data-field="emissions" data-value="{{plain(analytics['emissions']['value'])}}">{{co2e(analytics['emissions']['value'])}}</p>
 % breakdown = analytics['emissions'].get('breakdown') or {}
+% unit = co2e_unit(analytics['emissions']['value'])
 % if breakdown:
-    <p class="muted small">TTW {{co2e(breakdown['ttw'])}} · WTT {{co2e(breakdown['wtt'])}}{{' · not split ' + co2e(breakdown['unattributed']) if breakdown.get('unattributed') else ''}}</p>
+    <p class="muted small">TTW {{unit.text(breakdown['ttw'])}} · WTT {{unit.text(breakdown['wtt'])}}{{' · not split ' + unit.text(breakdown['unattributed']) if breakdown.get('unattributed') else ''}}</p>
 % end
   </div>
   <div class="card"><h2 class="label">Activity</h2><p class="figure"><span data-field="activity" data-value="{{plain(analytics['activity']['value'])}}">{{kg(analytics['activity']['value'])}}</span> <span class="unit">tkm</span></p></div>
@@ -43,23 +44,25 @@
 <section class="panel grow" aria-labelledby="split-title">
   <div class="panelhead"><h2 id="split-title">By mode</h2></div>
 % if analytics['by_mode'] or analytics.get('hubs'):
+%   hubs = analytics.get('hubs')
+%   unit = co2e_unit(*[numbers['emissions']['value'] for numbers in analytics['by_mode'].values()], hubs['emissions']['value'] if hubs else None)
   <div class="tablewrap"><table id="by-mode">
-    <thead><tr><th scope="col">Mode</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
+    <thead><tr><th scope="col">Mode</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions <span class="unit">{{unit.name}}</span></th></tr></thead>
     <tbody>
 %   for name, numbers in analytics['by_mode'].items():
-      <tr data-mode="{{name}}"><td><span class="mode mode-{{name.lower()}}">{{name.title()}}</span></td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
+      <tr data-mode="{{name}}"><td><span class="mode mode-{{name.lower()}}">{{name.title()}}</span></td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{unit.number(numbers['emissions']['value'])}}</td></tr>
 %   end
-%   hubs = analytics.get('hubs')
 %   if hubs:
-      <tr data-mode="HUB"><td>Hubs (shipments)</td><td class="num wide">{{number(hubs['count'])}}</td><td class="num">{{kg(hubs['activity']['value'])}} t handled</td><td class="num" data-value="{{plain(hubs['emissions']['value'])}}">{{co2e(hubs['emissions']['value'])}}</td></tr>
+      <tr data-mode="HUB"><td>Hubs (shipments)</td><td class="num wide">{{number(hubs['count'])}}</td><td class="num">{{kg(hubs['activity']['value'])}} t handled</td><td class="num" data-value="{{plain(hubs['emissions']['value'])}}">{{unit.number(hubs['emissions']['value'])}}</td></tr>
 %   end
     </tbody></table></div>
   <h2 class="subhead" id="context-title">By business context</h2>
+%   unit = co2e_unit(*[numbers['emissions']['value'] for numbers in analytics['by_business_context'].values()])
   <div class="tablewrap"><table id="by-context" aria-labelledby="context-title">
-    <thead><tr><th scope="col">Context</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions</th></tr></thead>
+    <thead><tr><th scope="col">Context</th><th scope="col" class="num wide">Calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions <span class="unit">{{unit.name}}</span></th></tr></thead>
     <tbody>
 %   for name, numbers in analytics['by_business_context'].items():
-      <tr data-context="{{name}}"><td>{{name.title()}}</td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td></tr>
+      <tr data-context="{{name}}"><td>{{name.title()}}</td><td class="num wide">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{unit.number(numbers['emissions']['value'])}}</td></tr>
 %   end
     </tbody></table></div>
 % else:
@@ -91,9 +94,10 @@
 <section class="panel" aria-labelledby="recent-title">
   <div class="panelhead"><h2 id="recent-title">Recent calculations</h2><a class="small" href="/workspace/calculations?customer={{customer['reference']}}">View all</a></div>
 % if recent:
-  <div class="tablewrap"><table><tbody>
+%   unit = co2e_unit(*[row.emissions_kg for row in recent])
+  <div class="tablewrap"><table id="recent"><thead><tr><th scope="col">Reference</th><th scope="col">Mode</th><th scope="col" class="num">Emissions <span class="unit">{{unit.name}}</span></th><th scope="col" class="wide">Created</th></tr></thead><tbody>
 %   for row in recent:
-    <tr><td><a href="/workspace/calculations/{{row.id}}"><bdi>{{row.external_reference}}</bdi></a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{co2e(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
+    <tr><td><a href="/workspace/calculations/{{row.id}}"><bdi>{{row.external_reference}}</bdi></a></td><td><span class="mode mode-{{row.mode.lower()}}">{{row.mode.title()}}</span></td><td class="num">{{unit.number(row.emissions_kg)}}</td><td class="nowrap wide">{{when(row.created_at)}}</td></tr>
 %   end
   </tbody></table></div>
 % else:

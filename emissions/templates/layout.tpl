@@ -24,7 +24,7 @@
   </div>
 </header>
 % if environment == 'test':
-<div class="testbar" role="note">Test environment: test keys, test customers and test data only. Nothing here is billed.</div>
+<div class="testbar" role="note">Test environment: test keys, test customers and test data only. Test calculations count toward the monthly test allowance and are never invoiced.</div>
 % end
 <div class="shell">
 <nav class="sidebar" aria-label="Workspace">

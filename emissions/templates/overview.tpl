@@ -1,25 +1,53 @@
 % rebase('layout')
 <div class="pagehead">
   <h1>Overview</h1>
-  <p class="muted">{{month_name}} · {{environment}} environment</p>
+  <p class="muted">{{environment}} environment</p>
 </div>
-<section class="cards" aria-label="This month">
+<form class="filters period" method="get" action="/workspace" aria-label="Period">
+  <div class="field"><label for="o-period">Emissions period (by activity date)</label><select id="o-period" name="period">
+% for value, name in choices:
+    <option value="{{value}}"{{!' selected' if period.choice == value else ''}}>{{name}}</option>
+% end
+  </select></div>
+  <div class="field"><label for="o-from">From</label><input id="o-from" name="from" type="date" value="{{period.start.isoformat() if period.choice == 'custom' and period.start else ''}}" aria-describedby="o-dates-help"></div>
+  <div class="field"><label for="o-to">To</label><input id="o-to" name="to" type="date" value="{{period.end.isoformat() if period.choice == 'custom' and period.end else ''}}" aria-describedby="o-dates-help"></div>
+  <div class="actions"><button type="submit" class="primary">Show</button></div>
+  <p class="help" id="o-dates-help">A from or to date makes the period custom; both are included.</p>
+</form>
+% for problem in problems:
+<p class="alert error" role="alert">{{problem}}</p>
+% end
+<section class="cards" aria-label="Usage and emissions">
 % for item in usage:
   <div class="card{{' current' if item.environment == environment else ''}}">
-    <h2 class="label">Billable calculations · {{item.environment}}</h2>
-    <p class="figure" data-usage="{{item.environment}}">{{number(item.billable)}}</p>
+%   if item.environment == 'test':
+    <h2 class="label">Test calculations · {{month_name}}</h2>
+    <p class="figure" data-usage="test">{{number(item.billable)}}</p>
+    <p class="muted small">Created in {{month_name}} (the allowance counts by creation month) · {{'of ' + number(item.capacity) + ' allowed' if item.capacity is not None else 'no monthly cap'}} · never invoiced</p>
+%   else:
+    <h2 class="label">Billable calculations · live · {{month_name}}</h2>
+    <p class="figure" data-usage="live">{{number(item.billable)}}</p>
     <p class="muted small">Created in {{month_name}} (billing counts by creation month) · {{'of ' + number(item.capacity) if item.capacity is not None else 'no monthly cap'}}</p>
+%   end
     <svg class="meter" viewBox="0 0 100 4" preserveAspectRatio="none" role="img" aria-label="{{item.percent}} percent of capacity used"><rect class="track" width="100" height="4" rx="2"/><rect class="fill{{' full' if item.percent >= 90 else ''}}" width="{{item.percent}}" height="4" rx="2"/></svg>
   </div>
 % end
-  <div class="card">
-    <h2 class="label">Emissions by activity date · {{month_name}} · {{environment}}</h2>
-    <p class="figure" data-month-kg="{{plain(month['kg'])}}">{{co2e(month['kg'])}}</p>
-    <p class="muted small">{{number(month['count'])}} calculation{{'' if month['count'] == 1 else 's'}} with an activity date this month</p>
-% if month['by_mode']:
+% unit = co2e_unit(emissions['kg'], *[month['kg'] for month in months])
+  <div class="card" id="emissions" data-from="{{period.start.isoformat() if period.start else ''}}" data-to="{{period.end.isoformat() if period.end else ''}}">
+    <h2 class="label">Emissions by activity date · {{environment}}</h2>
+    <p class="figure" data-month-kg="{{plain(emissions['kg'])}}">{{unit.text(emissions['kg'])}}</p>
+    <p class="muted small">{{number(emissions['count'])}} calculation{{'' if emissions['count'] == 1 else 's'}} · {{period.label if period.start is None and period.end is None else 'activity dates ' + period.label}}</p>
+% if months:
+    <ul class="modes" id="months">
+%   for month in months:
+      <li data-month="{{month['month']}}" data-kg="{{plain(month['kg'])}}"><span>{{month['month']}}</span><span>{{unit.text(month['kg'])}}</span></li>
+%   end
+    </ul>
+% end
+% if emissions['by_mode']:
     <ul class="modes">
-%   for mode, numbers in month['by_mode'].items():
-      <li><span class="mode mode-{{mode.lower()}}">{{'Hubs' if mode == 'HUB' else mode.title()}}</span><span>{{co2e(numbers['kg'])}}</span></li>
+%   for mode, numbers in emissions['by_mode'].items():
+      <li><span class="mode mode-{{mode.lower()}}">{{'Hubs' if mode == 'HUB' else mode.title()}}</span><span>{{unit.text(numbers['kg'])}}</span></li>
 %   end
     </ul>
 % end

@@ -8,7 +8,6 @@
 </head>
 <body class="statement">
 % customer, totals = statement['customer'], statement['totals']
-% columns = ('Calculations', 'Activity (tkm)', 'Emissions', 'TTW', 'WTT', 'Not split')
 <p class="noprint"><a href="{{back}}">← Back to the customer</a> · use your browser's Print to save it as PDF (A4).</p>
 <header class="statementhead">
   <p class="org"><bdi>{{organization.name}}</bdi></p>
@@ -25,6 +24,8 @@
 % hubs_rows = [('Hubs ({}, {} t handled)'.format(number(hubs['count']), kg(hubs['activity']['value'])), {'calculation_count': None, 'activity': {'value': None}, 'emissions': hubs['emissions']})] if hubs else []
 % tables = (('totals', 'Totals', '', [('Total', totals)]), ('modes', 'By mode', 'Mode', [(mode.title(), numbers) for mode, numbers in statement['by_mode'].items()] + hubs_rows), ('months', 'By month', 'Month', [(month['month'], month) for month in statement['by_month']]))
 % for key, heading, first, rows in tables:
+%   unit = co2e_unit(*[numbers['emissions']['value'] for _, numbers in rows])
+%   columns = ('Calculations', 'Activity (tkm)') + tuple(f'{name} ({unit.name})' for name in ('Emissions', 'TTW', 'WTT', 'Not split'))
 <section aria-labelledby="{{key}}-title">
   <h2 id="{{key}}-title">{{heading}}</h2>
   <table id="statement-{{key}}"><thead><tr><th scope="col">{{first}}</th>
@@ -34,7 +35,7 @@
   </tr></thead><tbody>
 %   for label, numbers in rows:
 %     breakdown = numbers['emissions'].get('breakdown') or {}
-  <tr><th scope="row">{{label}}</th><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}}</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{co2e(numbers['emissions']['value'])}}</td><td class="num">{{co2e(breakdown['ttw']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['wtt']) if breakdown else '—'}}</td><td class="num">{{co2e(breakdown['unattributed']) if breakdown else '—'}}</td></tr>
+  <tr><th scope="row">{{label}}</th><td class="num">{{number(numbers['calculation_count'])}}</td><td class="num">{{kg(numbers['activity']['value'])}}</td><td class="num" data-value="{{plain(numbers['emissions']['value'])}}">{{unit.number(numbers['emissions']['value'])}}</td><td class="num">{{unit.number(breakdown['ttw']) if breakdown else '—'}}</td><td class="num">{{unit.number(breakdown['wtt']) if breakdown else '—'}}</td><td class="num">{{unit.number(breakdown['unattributed']) if breakdown else '—'}}</td></tr>
 %   end
   </tbody></table>
 %   if key == 'totals':
@@ -58,7 +59,7 @@
 % for publication in method['publications']:
   <p>Source: {{publication.get('title', '')}}, {{publication.get('publisher', '')}} {{publication.get('year', '')}}.</p>
 % end
-  <p class="small">TTW (tank-to-wheel) and WTT (well-to-tank) are the parts of the calculations whose factor gives them; "not split" is the emissions of calculations whose factor gives only the well-to-wheel total. Emissions at or above 1,000 kg are shown in tonnes (t CO2e); the exact values, to 6 decimal places, are in the CSV and the API.</p>
+  <p class="small">TTW (tank-to-wheel) and WTT (well-to-tank) are the parts of the calculations whose factor gives them; "not split" is the emissions of calculations whose factor gives only the well-to-wheel total. Each table gives its emissions in one unit, named in its header: tonnes (t CO2e) where its largest value is 1,000 kg or more, else kgCO2e; the exact values, to 6 decimal places, are in the CSV and the API.</p>
 </section>
 </body>
 </html>

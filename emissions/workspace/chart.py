@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 
+from .. import figures
+
 WIDTH, HEIGHT = 300, 100  # the viewBox: one unit of width per tenth of a day slot
 
 
@@ -56,13 +58,15 @@ def daily_bars(days) -> str:
 MODE_NAMES = {"ROAD": "Road", "SEA": "Sea", "AIR": "Air", "RAIL": "Rail", "HUB": "Hubs"}
 
 
-def monthly_stacked(months, co2e_text) -> str:
+def monthly_stacked(months) -> str:
     """One bar per activity month, stacked by mode (hubs a part of their own), each part with a title;
-    months and the legend as HTML below. `co2e_text` writes the amounts."""
+    months and the legend as HTML below. The axis and the titles write amounts in one unit, from the largest
+    month."""
     if not months:
         return '<p class="muted">No emissions in this period.</p>'
     largest = max(max(month.kg for month in months), 0)
     top = nice_ceiling(int(-(-largest // 1))) if largest else 1
+    co2e_text = figures.co2e_unit(largest).text
     slot = WIDTH / len(months)
     bar = slot * (0.6 if len(months) > 1 else 0.3)
     parts = [f'<div class="chartframe"><span class="charttop">{html.escape(co2e_text(top))}</span>'

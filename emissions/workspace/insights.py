@@ -24,6 +24,7 @@ from .. import jsoncodec
 from .. import limits
 from .. import periods
 from .. import statements
+from ..figures import co2e_text, co2e_unit, number_text  # noqa: F401 (the pages' helpers)
 from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, exact_sum
 from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
@@ -106,6 +107,25 @@ def emissions_by_activity(organization_id: int, environment: str, first: dt.date
             count += calculations
     return {"count": count, "kg": total,
             "by_mode": {mode: by_mode[mode] for mode in ("ROAD", "SEA", "AIR", "RAIL", HUB) if mode in by_mode}}
+
+
+def months_by_activity(first: dt.date | None, last: dt.date | None, rows: list) -> list[dict]:
+    """Calculations and kgCO2e per activity month in first..last (None: open) from activity_days rows:
+    every month of a bounded period of up to two years (zeros too), else the months with data."""
+    found: dict[str, list] = {}
+    for day, mode, calculations, kg in rows:
+        if (first is None or day >= first) and (last is None or day <= last):
+            numbers = found.setdefault(day.strftime("%Y-%m"), [0, ZERO])
+            numbers[0] += 0 if mode == HUB else calculations
+            numbers[1] = EXACT_SUM.add(numbers[1], kg)
+    months = sorted(found)
+    if first and last and (last.year - first.year) * 12 + last.month - first.month < 24:
+        months, month = [], first.replace(day=1)
+        while month <= last:
+            months.append(month.strftime("%Y-%m"))
+            month = (month + dt.timedelta(days=32)).replace(day=1)
+    return [{"month": month, "count": found.get(month, [0])[0], "kg": found.get(month, [0, ZERO])[1]}
+            for month in months]
 
 
 def daily_by_activity(organization_id: int, environment: str, days: int = 30,
@@ -362,27 +382,10 @@ def shipment(organization_id: int, environment: str, shipment_id: str) -> dict |
     return None if found is None else jsoncodec.loads(found.body)
 
 
-# --- numbers for reading -------------------------------------------------------------------------
-
-TONNE = Decimal(1000)
-
-
-def number_text(value, places: int = 2) -> str:
-    """A quantity for reading: thousands separated, `places` decimals (the exact value is in the API)."""
-    return "—" if value is None else f"{Decimal(str(value)):,.{places}f}"
-
-
-def co2e_text(kg) -> str:
-    """Emissions for reading, with their unit: kgCO2e below 1,000 kg, t CO2e from there."""
-    if kg is None:
-        return "—"
-    kg = Decimal(str(kg))
-    return f"{number_text(kg / TONNE)} t CO2e" if abs(kg) >= TONNE else f"{number_text(kg)} kgCO2e"
-
-
 # --- periods of activity dates (the customer page's picker) -------------------------------------
 
-PERIOD_CHOICES = (("this-month", "This month"), ("last-month", "Last month"), ("this-quarter", "This quarter"),
+PERIOD_CHOICES = (("this-month", "This month"), ("last-month", "Last month"),
+                  ("last-and-this-month", "Last and this month"), ("this-quarter", "This quarter"),
                   ("last-quarter", "Last quarter"), ("this-year", "This year"), ("last-year", "Last year"),
                   ("all", "All time"), ("custom", "Custom"))
 
@@ -414,6 +417,8 @@ def _month_end(day: dt.date) -> dt.date:
 
 def period_dates(choice: str, today: dt.date) -> tuple[dt.date | None, dt.date | None]:
     """The first and last activity date (inclusive) of a named period around today."""
+    if choice == "last-and-this-month":  # a month being closed beside the one under way
+        return (today.replace(day=1) - dt.timedelta(days=1)).replace(day=1), _month_end(today)
     if choice == "this-month":
         return today.replace(day=1), _month_end(today)
     if choice == "last-month":
@@ -432,15 +437,16 @@ def period_dates(choice: str, today: dt.date) -> tuple[dt.date | None, dt.date |
     return None, None
 
 
-def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None = None) -> tuple[Period, list[str]]:
-    """The period the page's query asks for (this month by default) and what is wrong with it."""
+def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None = None,
+              default: str = "this-month") -> tuple[Period, list[str]]:
+    """The period the page's query asks for (`default` when it asks for none) and what is wrong with it."""
     today = today or clock.today()
     if (from_text or to_text) and choice in ("", "custom"):
         choice = "custom"
     elif choice != "custom":  # a named period leaves the custom dates of the form unused
         from_text = to_text = ""
     if choice not in dict(PERIOD_CHOICES):
-        return Period("this-month", *period_dates("this-month", today)), (
+        return Period(default, *period_dates(default, today)), (
             [f"Unknown period “{choice[:40]}”: choose one of the list."] if choice else [])
     if choice != "custom":
         return Period(choice, *period_dates(choice, today)), []
@@ -454,7 +460,7 @@ def period_of(choice: str, from_text: str, to_text: str, today: dt.date | None =
     if dates[0] and dates[1] and dates[0] > dates[1]:
         problems.append("The “from” date is after the “to” date.")
     if problems:
-        return Period("this-month", *period_dates("this-month", today)), problems
+        return Period(default, *period_dates(default, today)), problems
     return Period("custom", *dates), []
 
 

@@ -50,8 +50,10 @@ def customer_path(reference: str) -> str:
     return "/workspace/customers/" + quote(reference, safe="")
 
 
-# kg: a quantity with thousands separators; co2e: emissions with their unit (t CO2e from 1,000 kg).
+# kg: a quantity with thousands separators; co2e: one figure of emissions with its unit (t CO2e from
+# 1,000 kg); co2e_unit(*values): the one unit of a table's (or a card's) emissions, from its largest.
 HELPERS = {"customer_path": customer_path, "number": _number, "kg": insights.number_text, "co2e": insights.co2e_text,
+           "co2e_unit": insights.co2e_unit,
            "when": _when, "day": _day,
            "plain": lambda value: jsoncodec.decimal_text(Decimal(str(value))),
            "status_class": lambda status: STATUS_CLASSES.get(status, ""),

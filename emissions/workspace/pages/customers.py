@@ -74,7 +74,7 @@ class CustomerPages(Pages):
         base = customer_path(reference) + "?" + urlencode(period.query())
         return render("customer", 400 if problems else status, title=found["name"], customer=found,
                       analytics=found["analytics"], counts=counts, period=period, choices=insights.PERIOD_CHOICES,
-                      problems=problems, chart=chart.monthly_stacked(months, insights.co2e_text),
+                      problems=problems, chart=chart.monthly_stacked(months),
                       csv_url=base + "&format=csv", statement_url=base + "&format=statement",
                       api_path=f"/v1/customers/{quote(reference, safe='')}/emissions"
                                + ("?" + urlencode({k: v for k, v in found["analytics"]["period"].items() if v})

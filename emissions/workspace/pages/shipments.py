@@ -25,6 +25,7 @@ class ShipmentPages(Pages):
         if body is None:
             return self.no_such(session, "shipments", "No such shipment",
                                 "No shipment with this id exists in this environment.")
-        return render("shipment", title="Shipment", shipment=body, svg=chain.chain_svg(body),
+        unit = chain.unit_of(body)  # one unit for the page's cards, chain and bars
+        return render("shipment", title="Shipment", shipment=body, unit=unit, svg=chain.chain_svg(body, unit),
                       bars=chain.element_bars(body), place_name=chain.place_name,
                       pretty=pretty_json(body), **self.chrome(session, "shipments"))
