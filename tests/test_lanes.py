@@ -187,3 +187,38 @@ def test_each_environment_and_tenant_sees_its_own_lanes(client, acme, globex, se
 def _body() -> dict:
     from conftest import logistics_body
     return logistics_body()
+
+
+@pytest.fixture
+def signed_in(app, client, acme):
+    from emissions import workspace
+    from emissions.workspace import session as workspace_session
+    from conftest import workspace_of
+    user = workspace.create_user(acme.org, "ops@acme.example", "a long enough password", actor="cli")
+    client.set_cookie(workspace_session.COOKIE, workspace_of(app).sessions.issue(user))
+
+
+@pytest.mark.on_both
+def test_the_customer_page_shows_the_top_lanes_of_the_period(client, acme, recorded, signed_in):
+    for number in range(5):  # six lanes in March: the page shows the top five
+        post_calculation(client, acme, f"more-{number}", status=201, destination={"code": f"<i>X{number}"},
+                         cargo={"value": 1, "unit": "tonne"})
+    page = client.get("/workspace/customers/cust-1?period=custom&from=2026-03-01&to=2026-03-31", status=200)
+    found = lanes(client, acme)
+    table = page.html.find("table", id="lanes")
+    rows = table.find("tbody").find_all("tr")
+    assert [row["data-lane"] for row in rows] == [
+        f"{lane['origin']['key']} {lane['destination']['key']}" for lane in found["lanes"][:5]]
+    assert "the top 5 of 9" in page.text
+    header = " ".join(table.find("thead").get_text(" ").split())
+    unit = "t CO2e" if max(lane["emissions"]["value"] for lane in found["lanes"][:5]) >= 1000 else "kgCO2e"
+    assert f"Emissions {unit}" in header
+    first = rows[0].find_all("td")
+    assert [cell.find("bdi").get_text() for cell in first[:2]] == [
+        found["lanes"][0]["origin"]["code"] or found["lanes"][0]["origin"]["country"],
+        found["lanes"][0]["destination"]["code"] or found["lanes"][0]["destination"]["country"]]
+    assert "/v1/customers/cust-1/lanes?from=2026-03-01&amp;to=2026-03-31" in page.text
+    all_lanes = client.get("/workspace/customers/cust-1?period=all", status=200)
+    assert "&lt;I&gt;X0" in all_lanes.text and all_lanes.html.find("table", id="lanes").find("i") is None
+    nothing = client.get("/workspace/customers/cust-1?period=custom&from=2025-01-01&to=2025-01-31", status=200)
+    assert nothing.html.find("table", id="lanes") is None and "No lanes in this period." in nothing.text
