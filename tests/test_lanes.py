@@ -6,6 +6,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 
 from emissions import jsoncodec
+from emissions import lanes as lanes_module
 from conftest import make_customer, make_key, post_calculation
 from test_openapi import check_response
 from test_shipments import TERMINAL, library, post, worked_example  # noqa: F401  (library is a fixture)
@@ -145,6 +146,33 @@ def test_ties_are_ordered_by_the_lanes_key(client, acme):
         post_calculation(client, acme, f"tie-{number}", status=201, destination={"code": destination})
     found = lanes(client, acme)
     assert [lane["destination"]["key"] for lane in found["lanes"]] == ["code:AAA", "code:MMM", "code:ZZZ"]
+
+
+@pytest.mark.on_both
+def test_the_lanes_are_the_same_read_one_body_at_a_time(client, acme, recorded, monkeypatch):
+    """Batches cut between a shipment's legs and between shipments change nothing."""
+    whole = lanes(client, acme, "")
+    monkeypatch.setattr(lanes_module, "BATCH", 1)
+    assert lanes(client, acme, "") == whole
+
+
+def test_a_leg_is_never_read_as_a_single_calculation(acme, recorded):
+    """A shipment's leg found among the calculations (its shipment written after the shipments were read)
+    belongs to no lane of its own."""
+    shipped, singles = recorded
+    found = list(lanes_module._single_bodies(acme.customer.id, None, None, set()))
+    assert sorted(body["id"] for body in found) == sorted(single["id"] for single in singles)
+
+
+def test_codes_group_whatever_their_case_and_a_code_named_in_two_countries_has_none(client, acme):
+    post_calculation(client, acme, "case-1", status=201, destination={"code": "nlrtm", "country": "NL"})
+    post_calculation(client, acme, "case-2", status=201, destination={"code": "NL RTM", "country": "BE"})
+    post_calculation(client, acme, "case-3", status=201, origin={"label": "Depot"}, destination={"code": "X1"})
+    found = lanes(client, acme)["lanes"]
+    assert [(lane["origin"], lane["destination"], lane["calculation_count"]) for lane in found] == [
+        ({"key": "code:GBLON", "code": "GBLON", "country": "GB"}, {"key": "code:NLRTM", "code": "NLRTM",
+                                                                     "country": None}, 2),
+        ({"key": "unknown", "code": None, "country": None}, {"key": "code:X1", "code": "X1", "country": None}, 1)]
 
 
 def test_an_empty_period_has_no_lanes(client, acme, recorded):
