@@ -7,7 +7,9 @@ import pytest
 
 from emissions import jsoncodec
 from emissions import lanes as lanes_module
-from conftest import make_customer, make_key, post_calculation
+from emissions import workspace
+from emissions.workspace import session as workspace_session
+from conftest import logistics_body, make_customer, make_key, post_calculation, workspace_of
 from test_openapi import check_response
 from test_shipments import TERMINAL, library, post, worked_example  # noqa: F401  (library is a fixture)
 
@@ -203,7 +205,7 @@ def test_each_environment_and_tenant_sees_its_own_lanes(client, acme, globex, se
     post_calculation(client, acme, "test-1", status=201)
     live = make_key(acme.org, secret, environment="live")
     make_customer(acme.org, "cust-1", environment="live")
-    client.post_json("/v1/emissions/logistics", {**_body(), "destination": {"code": "FRPAR"}},
+    client.post_json("/v1/emissions/logistics", {**logistics_body(), "destination": {"code": "FRPAR"}},
                      headers={"Authorization": f"Bearer {live}", "Idempotency-Key": "live-1"}, status=201)
     post_calculation(client, globex, "globex-1", status=201, destination={"code": "ITMIL"})
     assert [lane["destination"]["key"] for lane in lanes(client, acme)["lanes"]] == ["unknown"]
@@ -212,16 +214,8 @@ def test_each_environment_and_tenant_sees_its_own_lanes(client, acme, globex, se
     assert [lane["destination"]["key"] for lane in lanes(client, globex)["lanes"]] == ["code:ITMIL"]
 
 
-def _body() -> dict:
-    from conftest import logistics_body
-    return logistics_body()
-
-
 @pytest.fixture
 def signed_in(app, client, acme):
-    from emissions import workspace
-    from emissions.workspace import session as workspace_session
-    from conftest import workspace_of
     user = workspace.create_user(acme.org, "ops@acme.example", "a long enough password", actor="cli")
     client.set_cookie(workspace_session.COOKIE, workspace_of(app).sessions.issue(user))
 
