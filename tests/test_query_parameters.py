@@ -15,6 +15,7 @@ ROUTES = [  # (method, path) of every /v1 route, with the parameters it takes
     ("GET", "/v1/customers/cust-1"),
     ("GET", "/v1/customers/cust-1/emissions"),
     ("GET", "/v1/customers/cust-1/statement"),
+    ("GET", "/v1/customers/cust-1/lanes"),
     ("GET", "/v1/openapi.json"),
     ("POST", "/v1/shipments"),
     ("GET", "/v1/shipments"),
@@ -36,7 +37,8 @@ def test_every_api_route_declares_its_query_parameters(app):
     assert sorted(route.rule for route in app.routes if route.rule.startswith("/v1/")) == sorted(
         ["/v1/emissions/logistics", "/v1/calculations", "/v1/calculations/<calculation_id>", "/v1/factors",
          "/v1/customers/<reference:path>/emissions", "/v1/customers/<reference:path>/statement",
-         "/v1/customers/<reference:re:.*>", "/v1/openapi.json", "/v1/shipments", "/v1/shipments",
+         "/v1/customers/<reference:path>/lanes", "/v1/customers/<reference:re:.*>", "/v1/openapi.json",
+         "/v1/shipments", "/v1/shipments",
          "/v1/shipments/<shipment_id>"])
 
 
