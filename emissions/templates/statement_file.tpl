@@ -18,8 +18,5 @@
 <h2>Factors used</h2>
 % include('statement_table.tpl', table=tables['factors'])
 <h2>Method</h2>
-<p>{{method['standard']}}, well-to-wheel (WTW). {{method['description']}}</p>
-% for publication in method['publications']:
-<p>Source: {{publication['title']}}, {{publication['publisher']}} {{publication['year']}}.</p>
-% end
+% include('statement_method.tpl', method=method)
 </body></html>
