@@ -26,6 +26,7 @@ from . import auth
 from . import backup
 from . import clock
 from . import customers
+from .exports import csv as export_csv, html as export_html, json as export_json
 from . import factor_files
 from . import factors
 from . import jsoncodec
@@ -497,11 +498,12 @@ def cmd_statement(args, config):
     if found is None:
         raise CommandError(f"no customer {args.customer} in {org.slug} ({args.env})")
     if args.format == "csv":
-        content = statements.as_csv(statements.calculation_rows(org.id, args.env, args.customer, start, end))
+        content = "".join(export_csv.calculations(statements.calculation_rows(org.id, args.env, args.customer,
+                                                                              start, end)))
     elif args.format == "html":
-        content = statements.as_html(found)
+        content = export_html.statement(found)
     else:
-        content = jsoncodec.dumps(found) + "\n"
+        content = export_json.statement(found)
     if args.output is None:
         if args.json and args.format != "json":
             raise CommandError("--json prints the statement as JSON: use --format json, or --output FILE")
