@@ -68,7 +68,7 @@ class Group:
         return _declare((self.name, name), help, self.commands, **declared)
 
 
-# The top level in declaration order, which is the order `emissions --help` lists it in.
+# The top level as declared; `emissions --help` lists it module by module (cli.COMMAND_MODULES), as declared in each.
 TOP_LEVEL: list[Command | Group] = []
 
 
@@ -123,7 +123,7 @@ def _declare(words: tuple[str, ...], help: str, where: list, **declared) -> Call
 
 
 def every_command() -> list[Command]:
-    """Every declared command, in the order `emissions --help` lists them."""
+    """Every declared command, as declared."""
     return [each for entry in TOP_LEVEL for each in (entry.commands if isinstance(entry, Group) else [entry])]
 
 
