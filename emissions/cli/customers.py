@@ -5,7 +5,6 @@ import sys
 
 from .. import audit
 from .. import customers
-from .. import jsoncodec
 from .. import statements
 from ..exports import csv as export_csv, html as export_html, json as export_json
 from ..models import Customer
