@@ -298,6 +298,26 @@ def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
 
 
 @pytest.mark.on_both
+def test_a_secret_whose_showing_fails_is_never_made(acme):
+    def show_fails(endpoint, secret):
+        raise RuntimeError("the page that shows the secret could not be kept")
+
+    with pytest.raises(RuntimeError):
+        webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test",
+                                       allow_private_test=True, then=show_fails)
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
+    shown = []
+    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test",
+                                              allow_private_test=True, then=lambda _, secret: shown.append(secret))
+    assert shown == [first]
+    with pytest.raises(RuntimeError):
+        webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test", then=show_fails)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (first, None)
+    assert AuditEvent.select().where(AuditEvent.action == "endpoint.rotated").count() == 0
+
+
+@pytest.mark.on_both
 def test_a_rotation_after_an_overlap_ran_out_starts_from_the_secret_that_replaced_the_old_one(acme):
     webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test", allow_private_test=True)
     _, second = webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
