@@ -320,8 +320,6 @@ def get_calculation(principal: auth.Principal, calculation_id: str) -> Reply:
     return Reply(body)
 
 
-# --- shipments (issue 23) ---
-
 def create_shipment(principal: auth.Principal) -> Reply:
     if bottle.request.environ.get("emissions.idempotency_keys", 1) > 1:  # counted by server.CountingParser
         raise InvalidRequest("Send one Idempotency-Key header, not several.")
@@ -341,8 +339,6 @@ def get_shipment(principal: auth.Principal, shipment_id: str) -> Reply:
 
 def list_shipments(principal: auth.Principal, query: dict) -> Reply:
     return Reply(listing.page(principal.organization_id, principal.environment, query, listing.SHIPMENT))
-
-# --- end shipments ---
 
 
 def get_customer(principal: auth.Principal, reference: str) -> Reply:

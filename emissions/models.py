@@ -14,10 +14,9 @@ from .db import db
 ENVIRONMENTS = ("test", "live")
 SCOPES = ("emissions:calculate", "emissions:read", "customers:read", "customer-analytics:read")
 MODES = ("ROAD", "SEA", "AIR", "RAIL")  # a factor's transport modes; the v1 calculation takes ROAD, SEA, AIR
-# --- shipments (issue 23): a hub factor's mode, its hub types and its unit ---
+# A hub factor's mode and its hub types: a shipment's hubs take factors of their own.
 HUB = "HUB"
 HUB_TYPES = ("transshipment", "storage_and_transshipment", "warehouse", "liquid_bulk_terminal", "container_terminal")
-# --- end shipments ---
 
 utcnow = clock.now  # the service's one clock (emissions/clock.py): records, pages and commands read it
 
@@ -306,7 +305,7 @@ class CustomerRollup(BaseModel):
         indexes = ((("customer", "environment", "mode", "business_context"), True),)
 
 
-# --- period rollups (issue 22) ---------------------------------------------------------------------
+# --- period rollups --------------------------------------------------------------------------------
 
 class PeriodTotals(BaseModel):
     """The columns of a period rollup row after its owner: an activity day or month (span), a mode, a
@@ -602,8 +601,6 @@ class ShipmentHub(BaseModel):
     class Meta:
         table_name = "shipment_hub"
         indexes = ((("shipment", "element_index"), True),)
-
-# --- end shipments -------------------------------------------------------------------------------
 
 
 ALL_MODELS = [
