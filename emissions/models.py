@@ -39,6 +39,10 @@ class BaseModel(pw.Model):
         database = db
         legacy_table_names = False
 
+    def attributes(self, *names: str) -> dict:
+        """The named attributes as they are, for a view that shows them unchanged."""
+        return {name: getattr(self, name) for name in names}
+
 
 class InstanceSecret(BaseModel):
     """The keyed-hash secret, generated once per installation unless SECRET_KEY is set."""
@@ -57,14 +61,8 @@ class Organization(BaseModel):
     created_at = TimestampField(default=utcnow)
 
     def to_dict(self) -> dict:
-        return {
-            "slug": self.slug,
-            "name": self.name,
-            "status": self.status,
-            "entitled": self.entitled,
-            "live_capacity": self.live_capacity,
-            "test_capacity": self.test_capacity,
-        }
+        """The organization's columns as the command line prints them: all but its id and creation."""
+        return self.attributes("slug", "name", "status", "entitled", "live_capacity", "test_capacity")
 
 
 class ApiKey(BaseModel):
@@ -86,10 +84,7 @@ class ApiKey(BaseModel):
 
     def to_dict(self) -> dict:
         return {
-            "id": self.id,
-            "name": self.name,
-            "prefix": self.prefix,
-            "environment": self.environment,
+            **self.attributes("id", "name", "prefix", "environment"),
             "scopes": sorted(self.scope_set),
             "expires_at": isoformat(self.expires_at),
             "revoked": self.revoked_at is not None,
@@ -146,13 +141,7 @@ class Factor(BaseModel):
     def lineage(self) -> dict:
         """The safe lineage a calculation shows: no ids, no owner, no numeric value."""
         return {
-            "reference": self.reference,
-            "version": self.version,
-            "name": self.name,
-            "source": self.source,
-            "region": self.region,
-            "mode": self.mode,
-            "unit": self.unit,
+            **self.attributes("reference", "version", "name", "source", "region", "mode", "unit"),
             "valid_from": self.valid_from.isoformat() if self.valid_from else None,
             "valid_to": self.valid_to.isoformat() if self.valid_to else None,
             "radiative_forcing": self.radiative_forcing,
