@@ -18,6 +18,7 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
+from emissions.webhooks import transport as webhook_transport
 from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
 from test_workspace import acme_user, csrf_token, sign_in  # noqa: F401 (acme_user: a fixture)
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
@@ -228,7 +229,7 @@ class PeerSocket:
                                         ("2002:7f00:1::", "loopback")])
 def test_a_live_attempt_refuses_a_connection_to_ipv6_carrying_a_private_ipv4_address(peer, rule):
     with pytest.raises(webhook_endpoints.WebhookError, match=f"the connection reached an? {rule} address; live"):
-        webhook_delivery._Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
+        webhook_transport.Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
 
 
 def test_a_live_delivery_to_a_name_now_resolving_to_nat64_loopback_is_refused(config):
