@@ -20,8 +20,8 @@ from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
 from emissions.webhooks import transport as webhook_transport
 from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
-from test_workspace import acme_user, csrf_token, sign_in  # noqa: F401 (acme_user: a fixture)
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
+from helpers import csrf_token, sign_in
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
 GOLDEN_ID = "9f8c2b1e-4d3a-4b6f-8e21-5c7a9d0e1f23"
