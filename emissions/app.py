@@ -321,8 +321,6 @@ def get_calculation(principal: auth.Principal, calculation_id: str) -> Reply:
     return Reply(body)
 
 
-# --- shipments (issue 23) ---
-
 def create_shipment(principal: auth.Principal) -> Reply:
     if bottle.request.environ.get("emissions.idempotency_keys", 1) > 1:  # counted by server.CountingParser
         raise InvalidRequest("Send one Idempotency-Key header, not several.")
@@ -342,8 +340,6 @@ def get_shipment(principal: auth.Principal, shipment_id: str) -> Reply:
 
 def list_shipments(principal: auth.Principal, query: dict) -> Reply:
     return Reply(listing.page(principal.organization_id, principal.environment, query, listing.SHIPMENT))
-
-# --- end shipments ---
 
 
 def get_customer(principal: auth.Principal, reference: str) -> Reply:
@@ -417,31 +413,30 @@ SHIPMENT_LISTING = parameters.Query({**FILTERS, "starting_after": parameters.id_
                                     ranges=FILTER_RANGES)
 
 
+# The scopes each kind of route needs.
+CALCULATING = ("emissions:calculate",)
+READING = ("emissions:read", "emissions:calculate")  # any of them
+CUSTOMERS = ("customers:read",)
+ANALYTICS = ("customers:read", "customer-analytics:read")
+
+
 def _routes(app: Service) -> None:
     """The URL map. scopes_all / scopes_any mark an authenticated API route and name what it needs;
     query names the query parameters it takes (every /v1 route declares them)."""
-    app.route("/v1/emissions/logistics", "POST", calculate_logistics,
-              scopes_all=("emissions:calculate",), query=parameters.NONE)
-    app.route("/v1/calculations", "GET", list_calculations,
-              scopes_any=("emissions:read", "emissions:calculate"), query=LISTING)
-    app.route("/v1/calculations/<calculation_id>", "GET", get_calculation,
-              scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
-    app.route("/v1/factors", "GET", list_factors,
-              scopes_any=("emissions:read", "emissions:calculate"), query=FACTOR_LISTING)
-    app.route("/v1/shipments", "POST", create_shipment, scopes_all=("emissions:calculate",), query=parameters.NONE)
-    app.route("/v1/shipments", "GET", list_shipments,
-              scopes_any=("emissions:read", "emissions:calculate"), query=SHIPMENT_LISTING)
-    app.route("/v1/shipments/<shipment_id>", "GET", get_shipment,
-              scopes_any=("emissions:read", "emissions:calculate"), query=parameters.NONE)
+    app.route("/v1/emissions/logistics", "POST", calculate_logistics, scopes_all=CALCULATING, query=parameters.NONE)
+    app.route("/v1/calculations", "GET", list_calculations, scopes_any=READING, query=LISTING)
+    app.route("/v1/calculations/<calculation_id>", "GET", get_calculation, scopes_any=READING, query=parameters.NONE)
+    app.route("/v1/factors", "GET", list_factors, scopes_any=READING, query=FACTOR_LISTING)
+    app.route("/v1/shipments", "POST", create_shipment, scopes_all=CALCULATING, query=parameters.NONE)
+    app.route("/v1/shipments", "GET", list_shipments, scopes_any=READING, query=SHIPMENT_LISTING)
+    app.route("/v1/shipments/<shipment_id>", "GET", get_shipment, scopes_any=READING, query=parameters.NONE)
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
-              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
+              scopes_all=ANALYTICS, query=PERIOD)
     app.route("/v1/customers/<reference:path>/statement", "GET", get_customer_statement,
-              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
-    app.route("/v1/customers/<reference:path>/lanes", "GET", get_customer_lanes,
-              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
+              scopes_all=ANALYTICS, query=PERIOD)
+    app.route("/v1/customers/<reference:path>/lanes", "GET", get_customer_lanes, scopes_all=ANALYTICS, query=PERIOD)
     # `re:.*` lets an empty reference reach the handler: after authentication it is CUSTOMER_NOT_FOUND.
-    app.route("/v1/customers/<reference:re:.*>", "GET", get_customer,
-              scopes_all=("customers:read",), query=parameters.NONE)
+    app.route("/v1/customers/<reference:re:.*>", "GET", get_customer, scopes_all=CUSTOMERS, query=parameters.NONE)
     app.route("/v1/openapi.json", "GET", get_openapi, query=parameters.NONE)
     app.route("/healthz", "GET", healthz)
 

@@ -45,15 +45,23 @@ def env_str(name: str, default: str | None = None) -> str | None:
     return value or default
 
 
-def env_int(name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
-    """An integer variable, at least `minimum` and, when given, at most `maximum`."""
+def _number(name: str, kind: type, noun: str) -> tuple[int | float | None, str | None]:
+    """The variable read as `kind` and its text; (None, None) when unset, a ConfigError naming it when
+    it is not `noun`."""
     raw = env_str(name)
     if raw is None:
-        return default
+        return None, None
     try:
-        value = int(raw)
+        return kind(raw), raw
     except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        raise ConfigError(f"{name} must be {noun}, got {raw!r}") from None
+
+
+def env_int(name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer variable, at least `minimum` and, when given, at most `maximum`."""
+    value, _ = _number(name, int, "an integer")
+    if value is None:
+        return default
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -67,13 +75,9 @@ MAX_RETENTION_DAYS = 100_000  # prune --older-than takes the same range; beyond 
 
 def env_float(name: str, default: float, minimum: float = 0.0) -> float:
     """A decimal variable, at least `minimum`."""
-    raw = env_str(name)
-    if raw is None:
+    value, raw = _number(name, float, "a number")
+    if value is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
     if not value >= minimum or value == float("inf"):
         raise ConfigError(f"{name} must be a finite number of at least {minimum}, got {raw}")
     return value

@@ -19,6 +19,14 @@ class ApiError(Exception):
         self.details = details
         self.headers = headers or {}
 
+    def __init_subclass__(cls, *, status: int | None = None, code: str | None = None, **kwargs):
+        """A family's status and code, given where it is declared: `class NotFound(ApiError, status=404, ...)`."""
+        super().__init_subclass__(**kwargs)
+        if status is not None:
+            cls.status = status
+        if code is not None:
+            cls.code = code
+
     def body(self, request_id: str) -> dict:
         error = {"code": self.code, "message": self.message, "request_id": request_id}
         if self.details:
@@ -26,45 +34,32 @@ class ApiError(Exception):
         return {"error": error}
 
 
-class AuthenticationError(ApiError):
-    status = 401
-    code = "INVALID_API_KEY"
+class AuthenticationError(ApiError, status=401, code="INVALID_API_KEY"):
+    """401: a missing, malformed or invalid API key."""
 
 
-class PermissionError_(ApiError):
+class PermissionError_(ApiError, status=403, code="INSUFFICIENT_SCOPE"):
     """403: organization not active, not entitled, missing scope, customer not active."""
 
-    status = 403
-    code = "INSUFFICIENT_SCOPE"
 
-
-class InvalidRequest(ApiError):
+class InvalidRequest(ApiError, status=400, code="INVALID_REQUEST"):
     """400 by default; 413, 422, 404 and 405 carry the same code with their own status."""
 
-    status = 400
-    code = "INVALID_REQUEST"
+
+class NotFound(ApiError, status=404, code="INVALID_REQUEST"):
+    """404: the same words for another tenant's row as for one that never existed."""
 
 
-class NotFound(ApiError):
-    status = 404
-    code = "INVALID_REQUEST"
+class IdempotencyError(ApiError, status=409, code="IDEMPOTENCY_KEY_REUSED"):
+    """409: an idempotency key sent again with another request."""
 
 
-class IdempotencyError(ApiError):
-    status = 409
-    code = "IDEMPOTENCY_KEY_REUSED"
+class CalculationFailed(ApiError, status=422, code="CALCULATION_FAILED"):
+    """422: a valid request the service cannot calculate."""
 
 
-class CalculationFailed(ApiError):
-    status = 422
-    code = "CALCULATION_FAILED"
-
-
-class LimitReached(ApiError):
+class LimitReached(ApiError, status=429, code="RATE_LIMITED"):
     """429 with Retry-After in whole seconds."""
-
-    status = 429
-    code = "RATE_LIMITED"
 
     def __init__(self, message: str, *, retry_after: int, code: str | None = None):
         super().__init__(message, code=code, headers={"Retry-After": str(max(1, int(retry_after)))})

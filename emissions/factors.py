@@ -248,23 +248,12 @@ def breakdown(activity: Decimal, emissions: Decimal, ttw_value: Decimal | None) 
 def listed(factor: Factor) -> dict:
     """A factor as GET /v1/factors lists it: its figures (WTW and, where recorded, its TTW and WTT
     parts), validity and lineage, and whether it is the shared library's or the organization's own."""
-    return {
-        "object": "factor",
-        "reference": factor.reference,
-        "version": factor.version,
-        "name": factor.name,
-        "mode": factor.mode,
-        "hub_type": factor.hub_type,
-        "unit": factor.unit,
-        "wtw": factor.value,
-        "ttw": factor.ttw_value,
-        "wtt": factor.wtt_value,
-        "region": factor.region,
-        "valid_from": factor.valid_from.isoformat() if factor.valid_from else None,
-        "valid_to": factor.valid_to.isoformat() if factor.valid_to else None,
-        "source": factor.source,
-        "source_row": factor.source_row,
-        "publication": factor.publication,
-        "radiative_forcing": factor.radiative_forcing,
-        "owner": "shared" if factor.organization_id is None else "organization",
-    }
+    members = {**factor.lineage(), "hub_type": factor.hub_type, "wtw": factor.value, "ttw": factor.ttw_value,
+               "wtt": factor.wtt_value, "source_row": factor.source_row, "publication": factor.publication}
+    return {"object": "factor", **{name: members[name] for name in LISTED},
+            "owner": "shared" if factor.organization_id is None else "organization"}
+
+
+# The order of a listed factor's members (the API's).
+LISTED = ("reference", "version", "name", "mode", "hub_type", "unit", "wtw", "ttw", "wtt", "region", "valid_from",
+          "valid_to", "source", "source_row", "publication", "radiative_forcing")

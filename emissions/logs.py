@@ -41,7 +41,7 @@ class OncePerInterval(logging.Filter):
     """Lets one record through per `interval` seconds and says how many it held back since the last.
 
     For Waitress's "Task queue depth is N" warning, which it logs for every request that waits for
-    a free thread: under load, a line per request.
+    a free thread: a busy server would bury every other line under it.
     """
 
     def __init__(self, interval: float = 10.0, clock=time.monotonic):
@@ -67,7 +67,7 @@ class OncePerInterval(logging.Filter):
 class GatheringWriter(logging.StreamHandler):
     """A StreamHandler that gathers its lines and writes them with one write() when flushed.
 
-    The stock handler flushes after every line: under load, a system call per request.
+    The stock handler flushes after every line, a system call each: gathered, a burst of lines costs one.
     """
 
     MOST = 1000  # lines gathered at most before they are written
@@ -179,7 +179,7 @@ def configure(queued: bool = False, stream=None) -> PollingListener | None:
     (Waitress, APScheduler) from WARNING. With `queued`, written by a QueueListener, returned started:
     stop() it to write what is still queued."""
     # No line carries the caller's file, thread or process: the logging HOWTO's "Optimization"
-    # switches spare every record (two a request under load) a frame walk and a getpid() call.
+    # switches spare every record a frame walk and a getpid() call.
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     global _access_queue

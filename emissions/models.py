@@ -1,4 +1,4 @@
-"""Peewee models and the fields they are made of."""
+"""Peewee models: the tables, each described once, with their query helpers and views."""
 from __future__ import annotations
 
 import datetime as dt
@@ -10,14 +10,14 @@ import peewee as pw
 
 from . import clock, jsoncodec
 from .db import db
+from .fields import ExactDecimalField, TimestampField
 
 ENVIRONMENTS = ("test", "live")
 SCOPES = ("emissions:calculate", "emissions:read", "customers:read", "customer-analytics:read")
 MODES = ("ROAD", "SEA", "AIR", "RAIL")  # a factor's transport modes; the v1 calculation takes ROAD, SEA, AIR
-# --- shipments (issue 23): a hub factor's mode, its hub types and its unit ---
+# A hub factor's mode and its hub types: a shipment's hubs take factors of their own.
 HUB = "HUB"
 HUB_TYPES = ("transshipment", "storage_and_transshipment", "warehouse", "liquid_bulk_terminal", "container_terminal")
-# --- end shipments ---
 
 utcnow = clock.now  # the service's one clock (emissions/clock.py): records, pages and commands read it
 
@@ -25,40 +25,6 @@ utcnow = clock.now  # the service's one clock (emissions/clock.py): records, pag
 def new_id() -> str:
     """A random (version 4) UUID."""
     return str(uuid.uuid4())
-
-
-class ExactDecimalField(pw.Field):
-    """A decimal kept exactly on both databases."""
-
-    field_type = "EXACTDECIMAL"
-
-    def db_value(self, value):
-        if value is None:
-            return None
-        return str(Decimal(value))
-
-    def python_value(self, value):
-        if value is None:
-            return None
-        return Decimal(str(value)) if not isinstance(value, Decimal) else value
-
-
-class TimestampField(pw.DateTimeField):
-    """A UTC timestamp stored as ISO text on SQLite and timestamptz-compatible text elsewhere."""
-
-    field_type = "TIMESTAMP"
-
-    def db_value(self, value):
-        if value is None:
-            return None
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-
-    def python_value(self, value):
-        if value is None:
-            return None
-        if isinstance(value, str):
-            value = dt.datetime.fromisoformat(value)
-        return value.replace(tzinfo=dt.timezone.utc)
 
 
 def isoformat(value: dt.datetime | None) -> str | None:
@@ -72,6 +38,10 @@ class BaseModel(pw.Model):
     class Meta:
         database = db
         legacy_table_names = False
+
+    def attributes(self, *names: str) -> dict:
+        """The named attributes as they are, for a view that shows them unchanged."""
+        return {name: getattr(self, name) for name in names}
 
 
 class InstanceSecret(BaseModel):
@@ -91,14 +61,8 @@ class Organization(BaseModel):
     created_at = TimestampField(default=utcnow)
 
     def to_dict(self) -> dict:
-        return {
-            "slug": self.slug,
-            "name": self.name,
-            "status": self.status,
-            "entitled": self.entitled,
-            "live_capacity": self.live_capacity,
-            "test_capacity": self.test_capacity,
-        }
+        """The organization's columns as the command line prints them: all but its id and creation."""
+        return self.attributes("slug", "name", "status", "entitled", "live_capacity", "test_capacity")
 
 
 class ApiKey(BaseModel):
@@ -120,10 +84,7 @@ class ApiKey(BaseModel):
 
     def to_dict(self) -> dict:
         return {
-            "id": self.id,
-            "name": self.name,
-            "prefix": self.prefix,
-            "environment": self.environment,
+            **self.attributes("id", "name", "prefix", "environment"),
             "scopes": sorted(self.scope_set),
             "expires_at": isoformat(self.expires_at),
             "revoked": self.revoked_at is not None,
@@ -180,13 +141,7 @@ class Factor(BaseModel):
     def lineage(self) -> dict:
         """The safe lineage a calculation shows: no ids, no owner, no numeric value."""
         return {
-            "reference": self.reference,
-            "version": self.version,
-            "name": self.name,
-            "source": self.source,
-            "region": self.region,
-            "mode": self.mode,
-            "unit": self.unit,
+            **self.attributes("reference", "version", "name", "source", "region", "mode", "unit"),
             "valid_from": self.valid_from.isoformat() if self.valid_from else None,
             "valid_to": self.valid_to.isoformat() if self.valid_to else None,
             "radiative_forcing": self.radiative_forcing,
@@ -208,26 +163,20 @@ class Factor(BaseModel):
                 "year": self.publication_year, "licence": self.publication_licence}
 
     def to_dict(self) -> dict:
-        return {
-            "reference": self.reference,
-            "version": self.version,
-            "status": self.status,
-            "mode": self.mode,
-            "value": str(self.value),
-            "ttw": None if self.ttw_value is None else str(self.ttw_value),
-            "wtt": None if self.wtt_value is None else str(self.wtt_value),
-            "source_row": self.source_row,
-            "radiative_forcing": self.radiative_forcing,
-            "publication": self.publication,
-            "unit": self.unit,
-            **({"hub_type": self.hub_type} if self.mode == HUB else {}),
-            "name": self.name,
-            "source": self.source,
-            "region": self.region,
-            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
-            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
-            "organization": self.organization.slug if self.organization_id else None,
-        }
+        """The factor as the command line prints it: the lineage with its status, its figures as text
+        and its owner's slug, in the command line's order."""
+        members = {**self.lineage(), "status": self.status, "value": str(self.value),
+                   "ttw": None if self.ttw_value is None else str(self.ttw_value),
+                   "wtt": None if self.wtt_value is None else str(self.wtt_value),
+                   "source_row": self.source_row, "publication": self.publication,
+                   "organization": self.organization.slug if self.organization_id else None}
+        return {name: members[name] for name in FACTOR_ON_THE_COMMAND_LINE if name in members}
+
+
+# The order of a factor's members on the command line; hub_type only for a hub factor, as in its lineage.
+FACTOR_ON_THE_COMMAND_LINE = ("reference", "version", "status", "mode", "value", "ttw", "wtt", "source_row",
+                              "radiative_forcing", "publication", "unit", "hub_type", "name", "source", "region",
+                              "valid_from", "valid_to", "organization")
 
 
 class Customer(BaseModel):
@@ -253,37 +202,44 @@ def customer_view(reference: str, name: str, status: str, country_code: str | No
             "analytics": analytics}
 
 
-class Calculation(BaseModel):
-    """An immutable calculation; `body` is the exact JSON the API returned when it was created."""
+class Recorded(BaseModel):
+    """The columns of a request the API recorded once under its idempotency key, and whose answer
+    (`body`, the exact JSON the API returned) it replays: a calculation or a shipment."""
 
     id = pw.CharField(primary_key=True, max_length=36)
-    # No index of their own on organization, customer and factor (migration 0002): the unique index
-    # below and calculation_customer_created (customer_id, created_at) start with the first two, and
-    # nothing looks calculations up by factor (factors are never deleted).
+    # No index of their own on organization and customer: the unique index below and each table's
+    # listing indexes start with them.
     organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
     environment = pw.CharField(max_length=4)
-    customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE", index=False)
     external_reference = pw.CharField(max_length=120)
     idempotency_key = pw.CharField(max_length=200)
     fingerprint = pw.CharField(max_length=64)  # calculations.fingerprint(): 128 bits in hexadecimal
-    mode = pw.CharField(max_length=8)
     business_context = pw.CharField(max_length=12)
     activity_date = pw.DateField()
     cargo_tonnes = ExactDecimalField()
-    distance_km = ExactDecimalField()
     activity_tkm = ExactDecimalField()
     emissions_kg = ExactDecimalField()
-    factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT", index=False)
-    factor_version = pw.IntegerField()
-    factor_value = ExactDecimalField()
     body = pw.TextField()
     created_at = TimestampField(default=utcnow)
-    # The emissions' TTW and WTT parts when the factor version had them (migration 0006), else null.
-    emissions_ttw_kg = ExactDecimalField(null=True)
-    emissions_wtt_kg = ExactDecimalField(null=True)
 
     class Meta:
         indexes = ((("organization", "environment", "idempotency_key"), True),)
+
+
+class Calculation(Recorded):
+    """An immutable calculation."""
+
+    # Nothing looks calculations up by factor (factors are never deleted): no index of its own
+    # (migration 0002), nor on customer, which calculation_customer_created starts with.
+    customer = pw.ForeignKeyField(Customer, backref="calculations", on_delete="CASCADE", index=False)
+    mode = pw.CharField(max_length=8)
+    distance_km = ExactDecimalField()
+    factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT", index=False)
+    factor_version = pw.IntegerField()
+    factor_value = ExactDecimalField()
+    # The emissions' TTW and WTT parts when the factor version had them (migration 0006), else null.
+    emissions_ttw_kg = ExactDecimalField(null=True)
+    emissions_wtt_kg = ExactDecimalField(null=True)
 
 
 class CustomerRollup(BaseModel):
@@ -306,7 +262,7 @@ class CustomerRollup(BaseModel):
         indexes = ((("customer", "environment", "mode", "business_context"), True),)
 
 
-# --- period rollups (issue 22) ---------------------------------------------------------------------
+# --- period rollups --------------------------------------------------------------------------------
 
 class PeriodTotals(BaseModel):
     """The columns of a period rollup row after its owner: an activity day or month (span), a mode, a
@@ -554,31 +510,15 @@ class AuditEvent(BaseModel):
 
 # --- shipments (migration 0010) ---------------------------------------------------------
 
-class Shipment(BaseModel):
-    """A transport chain; `body` is the exact JSON the API returned. Its legs are calculations."""
+class Shipment(Recorded):
+    """A transport chain. Its legs are calculations."""
 
-    id = pw.CharField(primary_key=True, max_length=36)
-    organization = pw.ForeignKeyField(Organization, on_delete="CASCADE", index=False)
-    environment = pw.CharField(max_length=4)
     # The list's indexes (migration 0013) start with organization and customer: none of their own.
     customer = pw.ForeignKeyField(Customer, backref="shipments", on_delete="CASCADE", index=False)
-    external_reference = pw.CharField(max_length=120)
-    idempotency_key = pw.CharField(max_length=200)
-    fingerprint = pw.CharField(max_length=64)
-    business_context = pw.CharField(max_length=12)
-    activity_date = pw.DateField()
-    cargo_tonnes = ExactDecimalField()
     element_count = pw.IntegerField()
-    activity_tkm = ExactDecimalField()
-    emissions_kg = ExactDecimalField()
     emissions_ttw_kg = ExactDecimalField()
     emissions_wtt_kg = ExactDecimalField()
     request_id = pw.CharField(max_length=36)
-    body = pw.TextField()
-    created_at = TimestampField(default=utcnow)
-
-    class Meta:
-        indexes = ((("organization", "environment", "idempotency_key"), True),)
 
 
 class ShipmentHub(BaseModel):
@@ -602,8 +542,6 @@ class ShipmentHub(BaseModel):
     class Meta:
         table_name = "shipment_hub"
         indexes = ((("shipment", "element_index"), True),)
-
-# --- end shipments -------------------------------------------------------------------------------
 
 
 ALL_MODELS = [

@@ -30,6 +30,8 @@ from emissions import clock
 from emissions import factors
 from emissions import migrations
 from emissions import db as db_setup
+from emissions import factor_files
+from emissions import jsoncodec
 from emissions import models
 from emissions import workspace
 from emissions.db import open_database
@@ -585,3 +587,62 @@ def wheel(source, tmp_path_factory) -> Path:
     assert built.returncode == 0, built.stderr
     (path,) = out.glob("emissions_service-*.whl")
     return path
+
+
+# --- personas and data shared by several test files ----------------------------------------------
+
+# A workspace user of acme (tests/helpers.py signs in as it).
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def acme_user(app):
+    org = make_org("acme")
+    make_customer(org)
+    make_factor()
+    workspace.create_user(org, "Ops@Acme.example", PASSWORD, actor="cli")
+    return org
+
+
+# The shared factor library and the container terminal of the shipments' worked example.
+TERMINAL = "felixstowe-container-terminal"
+
+
+@pytest.fixture
+def library(app):
+    factor_files.load_library(actor="test")
+    make_factor(TERMINAL, mode="HUB", value=None, ttw_value="0.95", wtt_value="0.35", name="Container terminal",
+                hub_type="container_terminal")
+
+
+# Calculations across month ends, modes and business contexts, for the period analytics.
+SHIPMENTS = [  # (activity_date, mode, business_context, cargo, distance)
+    ("2026-08-31", "ROAD", "upstream", "12.5", "320"),
+    ("2026-09-01", "ROAD", "upstream", "1.234567", "0.5"),
+    ("2026-09-15", "SEA", "downstream", "3333.3333", "7777.7"),
+    ("2026-09-30", "AIR", "upstream", "2.5", "1200"),
+    ("2026-10-01", "ROAD", "downstream", "7", "41.3"),
+    ("2026-10-01", "ROAD", "downstream", "0.000009", "0.5"),
+    ("2026-10-17", "SEA", "upstream", "950", "12000"),
+    ("2026-10-31", "AIR", "downstream", "1.1", "900.9"),
+    ("2026-11-02", "ROAD", "upstream", "20", "15"),
+    ("2026-11-30", "ROAD", "upstream", "3", "3"),
+    ("2027-01-05", "SEA", "upstream", "100", "100"),
+]
+FACTORS = {"ROAD": "road-default", "SEA": "sea-default", "AIR": "air-parts"}
+
+
+@pytest.fixture
+def shipped(client, acme) -> list[dict]:
+    """The shipments as calculated: the bodies parsed with exact numbers (AIR with TTW and WTT parts)."""
+    make_factor("sea-default", mode="SEA", value="0.0161")
+    make_factor("air-parts", mode="AIR", value=None, ttw_value="0.89939", wtt_value="0.13516")
+    bodies = []
+    for number, (day, mode, context, cargo, distance) in enumerate(SHIPMENTS):
+        response = post_calculation(client, acme, f"period-{number}", status=201, activity_date=day, mode=mode,
+                                    business_context=context, factor_reference=FACTORS[mode],
+                                    external_reference=f"s-{number}",
+                                    cargo={"value": float(cargo), "unit": "tonne"},
+                                    distance={"value": float(distance), "unit": "km"})
+        bodies.append(jsoncodec.loads(response.body))
+    return bodies

@@ -10,8 +10,8 @@ import pytest
 from emissions import bounds
 from emissions import workspace
 from emissions.models import Calculation, Shipment
-from conftest import logistics_body, make_factor, post_calculation
-from test_workspace import PASSWORD, sign_in
+from conftest import PASSWORD, logistics_body, make_factor, post_calculation
+from helpers import sign_in
 
 TODAY = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -14,8 +14,8 @@ from emissions import jsoncodec
 from emissions import workspace
 from emissions.models import ApiKey, Calculation, Customer, Factor, Organization, Shipment
 from emissions.workspace import chain
-from conftest import post_calculation
-from test_workspace import PASSWORD, sign_in
+from conftest import PASSWORD, post_calculation
+from helpers import sign_in
 
 RLO = "\u202e"
 HOSTILE = f"PO{RLO}-7 86.8"  # as stored before issue 38's text rule: the override never closed

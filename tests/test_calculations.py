@@ -56,7 +56,7 @@ ARITHMETIC = [
     # (cargo t, distance km, factor kgCO2e/tkm, hand-computed tkm, hand-computed kgCO2e)
     ("12.5", "320", "0.12522", "4000", "500.88"),
     ("0.1", "0.2", "1", "0.02", "0.02"),
-    ("0.0000005", "2", "1", "0.000001", "0.000001"),     # no tie: 0.000001 exactly (a tie to 0 is a 422, test_production)
+    ("0.0000005", "2", "1", "0.000001", "0.000001"),     # no tie: 0.000001 exactly (a tie to 0 is a 422, below)
     ("0.0000015", "1", "1", "0.000002", "0.000002"),     # tie rounds to even 2
     ("0.0000025", "1", "1", "0.000002", "0.000002"),     # tie rounds to even 2, not up to 3
     ("0.0000035", "1", "1", "0.000004", "0.000004"),
@@ -334,3 +334,31 @@ def test_another_org_cannot_read_even_with_a_read_only_key(client, acme, secret)
     response = client.get(f"/v1/calculations/{created.json['id']}", headers={"Authorization": f"Bearer {reader}"},
                           status=404)
     assert response.json["error"]["code"] == "INVALID_REQUEST"
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("cargo, distance, factor_value", [
+    ("1.5E-400", "320", None), ("0.0000001", "1", None), ("0.000001", "0.5", None), ("0.0000005", "1", None),
+    ("0.001", "0.001", "0.1"),
+])
+def test_a_calculation_that_would_round_to_zero_is_a_422_with_field_details(client, acme, cargo, distance,
+                                                                             factor_value):
+    from conftest import make_factor
+
+    reference = "road-default"
+    if factor_value is not None:
+        make_factor("tiny", value=factor_value)
+        reference = "tiny"
+    raw = (json.dumps(logistics_body(factor_reference=reference, cargo={"value": 0, "unit": "tonne"},
+                                     distance={"value": 0, "unit": "km"}))
+           .replace('"cargo": {"value": 0', f'"cargo": {{"value": {cargo}')
+           .replace('"distance": {"value": 0', f'"distance": {{"value": {distance}'))
+    answer = client.post("/v1/emissions/logistics", raw, status="*",
+                         headers={**acme.headers("zero"), "Content-Type": "application/json"})
+    assert answer.status_int == 422, answer.text
+    error = answer.json["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert [detail["field"] for detail in error["details"]] == ["cargo.value", "distance.value"]
+    from emissions.models import Calculation, WebhookEvent
+
+    assert Calculation.select().count() == 0 and WebhookEvent.select().count() == 0

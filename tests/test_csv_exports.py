@@ -11,9 +11,8 @@ import pytest
 from emissions import jsoncodec
 from emissions import workspace
 from emissions.models import Calculation, Factor, Shipment
-from conftest import post_calculation
-from test_shipments import library, worked_example  # noqa: F401 (the fixture)
-from test_workspace import PASSWORD, sign_in
+from conftest import PASSWORD, post_calculation
+from helpers import sign_in, worked_example
 
 HOSTILE = ["PO-7\r=cmd|' /C calc'!A0", "PO-8\n=1+1", "PO-9\r\n@SUM(A1)", "\t=1", "=HYPERLINK(\"x\")", "+1", "-1+1",
            "@x", "a\tb", "\r", "x\r-2", "x\n \t+3"]

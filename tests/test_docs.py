@@ -149,14 +149,16 @@ OUTSIDE_DOCUMENT = re.compile(r"\b(decisions?,? sections?|product[- ]decisions|i
                               r"|design card|style\.md|transport-chains)", re.I)
 # Numbers of a measurement: they go stale in a comment; docs/performance.md holds them, dated.
 MEASUREMENT = re.compile(r"\d\s?(us|µs|microseconds?)\b|\d\s?req/s|\d[\d,]* (GETs|POSTs|requests) a second", re.I)
+# A change's history ("issue 23"): the commit log holds it; a comment says why the code is as it is.
+HISTORY = re.compile(r"\bissues? #?\d+", re.I)
 
 
 @pytest.mark.parametrize("module", CODE)
-def test_no_comment_names_a_document_outside_the_repository_or_a_measurement(module):
+def test_no_comment_names_a_document_outside_the_repository_a_measurement_or_an_issue(module):
     if module in COMMENTS_NOT_YET_CHECKED:
         pytest.skip(COMMENTS_NOT_YET_CHECKED[module])
     found = [f"{module}:{line}: {match.group(0)}" for line, text in comments(ROOT / module)
-             for match in [*OUTSIDE_DOCUMENT.finditer(text), *MEASUREMENT.finditer(text)]]
+             for match in [*OUTSIDE_DOCUMENT.finditer(text), *MEASUREMENT.finditer(text), *HISTORY.finditer(text)]]
     assert found == []
 
 
@@ -168,6 +170,8 @@ def test_the_pointer_checks_find_what_they_look_for():
     assert broken_pointers('see README: several instances') == ['README, "several instances"']
     assert OUTSIDE_DOCUMENT.search("the tenant-safe 404 (decisions, section 1)")
     assert MEASUREMENT.search("about 5 us a request")
+    assert HISTORY.search("# --- shipments (issue 23) ---") and HISTORY.search("see issues 22 and 23")
+    assert not HISTORY.search("sessions.issue(user)") and not HISTORY.search("the secret a rotation issued")
 
 
 def test_the_api_manual_lists_every_api_route_once(app):

@@ -8,7 +8,7 @@ import pytest
 
 from emissions import factors, jsoncodec
 from conftest import make_factor, make_key, make_org, post_calculation
-from test_openapi import check_response
+from helpers import check_response
 
 URL = "/v1/factors"
 

@@ -125,7 +125,7 @@ def test_serve_and_quickstart_migrate_a_new_database_then_other_commands_run(tmp
 
 def test_migrate_then_org_list_on_an_unmigrated_postgres_schema(tmp_path):
     """The pending check reads the schema the URL names (its search_path), creating nothing there."""
-    from test_migrations import empty_postgres_schema
+    from helpers import empty_postgres_schema
     with empty_postgres_schema("front_door") as url:
         environment = {**environment_without_database_url(), "DATABASE_URL": url}
         refused = subprocess.run([str(EMISSIONS), "org", "list"], env=environment, capture_output=True, text=True,

@@ -1,24 +1,19 @@
 """Idempotency: replay, conflict, what counts as the same payload, key scope, and the race."""
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-import time
 
 import pytest
-import requests
 
 from emissions import auth
 from emissions import calculations
 from emissions import factors
 from emissions import jsoncodec
-from emissions import db as db_setup
 from emissions import models
-from emissions.db import is_postgres
 from emissions.errors import IdempotencyError
 from conftest import (LiveServer, logistics_body, make_customer, make_factor, make_key, make_org, post_calculation,
-                      record_statements)
+                      raw_exchange)
+from helpers import race
 
 URL = "/v1/emissions/logistics"
 
@@ -209,76 +204,6 @@ def test_a_different_payload_under_the_same_key_in_another_org_is_not_a_conflict
 N = 16
 
 
-class BlockedWriters:
-    """Counts the requests that wait behind the write lock this test holds: on SQLite, those that
-    sent their BEGIN (each waits there, its lookup done), on PostgreSQL those pg_locks shows."""
-
-    def __init__(self, monkeypatch, table: str = "calculation"):
-        self.table = table
-        self.holder = threading.current_thread()
-        self.began = threading.Semaphore(0)
-        record_statements(monkeypatch, self.note)
-
-    def note(self, statement: str, params) -> None:
-        if statement.startswith("BEGIN") and threading.current_thread() is not self.holder:
-            self.began.release()
-
-    def wait_for(self, count: int) -> None:
-        """Return once `count` requests wait to write."""
-        if not is_postgres():
-            for number in range(count):
-                assert self.began.acquire(timeout=30), f"only {number} of {count} requests reached the insert"
-            return
-        for _ in range(1500):
-            waiting = models.db.execute_sql(
-                f"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{self.table}'::regclass").fetchone()[0]
-            if waiting >= count:
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"only {waiting} of {count} requests reached the insert")
-
-
-def race(url: str, requests_to_send: list[tuple[dict, bytes]], hold_writes: bool = False,
-         table: str = "calculation") -> list:
-    """Send every request at once from its own thread; return the responses in order.
-
-    With hold_writes, the test holds `table`'s write lock until every request has
-    looked its key up and waits to insert: all of them then take the path where the unique key
-    decides, not the lookup.
-    """
-    barrier = threading.Barrier(len(requests_to_send))
-    responses: list = [None] * len(requests_to_send)
-
-    def send(index: int, headers: dict, body: bytes) -> None:
-        with requests.Session() as session:
-            barrier.wait()
-            try:
-                responses[index] = session.post(url, data=body, headers=headers, timeout=60)
-            except requests.RequestException as exc:  # reported by the assertion below
-                responses[index] = exc
-
-    threads = [threading.Thread(target=send, args=(index, *request))
-               for index, request in enumerate(requests_to_send)]
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        if hold_writes:
-            # The key's use is noted now: a racing request that wrote it would wait on the held lock before its lookup.
-            noted = requests.get(url.split("/v1/")[0] + "/v1/customers/cust-1", timeout=30,
-                                 headers={"Authorization": requests_to_send[0][0]["Authorization"]})
-            assert noted.status_code == 200, noted.text
-            blocked = BlockedWriters(monkeypatch, table)
-        with models.db.atomic() if hold_writes else contextlib.nullcontext():
-            if hold_writes and db_setup.is_postgres():
-                models.db.execute_sql(f"LOCK TABLE {table} IN EXCLUSIVE MODE")  # reads pass, inserts wait
-            for thread in threads:
-                thread.start()
-            if hold_writes:
-                blocked.wait_for(len(threads))
-        for thread in threads:
-            thread.join()
-    assert all(isinstance(response, requests.Response) for response in responses), responses
-    return responses
-
-
 @pytest.fixture
 def wide_server(app):
     """A real server with a thread for every racing request."""
@@ -341,3 +266,18 @@ def test_calculate_is_a_domain_function_the_api_and_tools_call_alike(app, acme, 
     assert calculations.get(principal, created.calculation_id) == created.body
     with pytest.raises(IdempotencyError):
         calculations.calculate(principal, {**payload, "external_reference": "other"}, "domain-key")
+
+
+def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(live_server, acme):
+    body = json.dumps(logistics_body()).encode()
+    request = (f"POST /v1/emissions/logistics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               f"Authorization: Bearer {acme.key}\r\nContent-Type: application/json\r\n"
+               f"Idempotency-Key: a\r\nidempotency-key: b\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    status, _, answer = raw_exchange(live_server, request)
+    assert status == 400
+    assert json.loads(answer)["error"]["code"] == "INVALID_REQUEST"
+    assert "one Idempotency-Key" in json.loads(answer)["error"]["message"]
+    one = request.replace(b"idempotency-key: b\r\n", b"")
+    assert raw_exchange(live_server, one)[0] == 201
+    # A single key that holds ", " is still one key.
+    assert raw_exchange(live_server, one.replace(b"Idempotency-Key: a", b"Idempotency-Key: a, b"))[0] == 201

@@ -17,6 +17,8 @@ from emissions import limits
 from emissions import models
 from emissions import store
 from emissions.app import create_app
+from emissions.config import Config
+from emissions.serving import workers
 from conftest import LiveServer, logistics_body, make_customer, make_key, post_calculation
 from emissions.errors import LimitReached
 from emissions.limits import RateLimiter
@@ -527,3 +529,12 @@ def test_usage_errors_are_one_line(run_cli, acme, argv, message):
     assert status != 0
     assert out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_each_worker_takes_its_share_of_the_rate_limit():
+    config = Config(rate_limit_per_second=100.0, rate_limit_burst=200)
+    share = workers.worker_config(config, 2)
+    assert (share.rate_limit_per_second, share.rate_limit_burst) == (50.0, 100)
+    assert workers.worker_config(config.with_(rate_limit_burst=3), 2).rate_limit_burst == 2
+    off = workers.worker_config(config.with_(rate_limit_per_second=0, rate_limit_burst=0), 4)
+    assert (off.rate_limit_per_second, off.rate_limit_burst) == (0, 0)

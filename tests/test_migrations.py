@@ -1,7 +1,6 @@
 """Migrations: applied once, recorded, safe when several instances start at once; what 0002 leaves."""
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -29,8 +28,9 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.config import Config
-from conftest import (EMISSIONS, POSTGRES_URL, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
+from conftest import (EMISSIONS, auth_headers, logistics_body, make_customer, make_factor, make_key, make_org,
                       record_statements)
+from helpers import empty_postgres_schema, plan
 
 EVERY_MIGRATION = [path.stem for path in migrations.available()]
 FIRST_MIGRATION = migrations.available()[:1]
@@ -65,25 +65,6 @@ def assert_migrated_exactly_once(results) -> None:
 
 def test_instances_migrating_a_new_sqlite_file_at_once_apply_each_migration_once(tmp_path):
     assert_migrated_exactly_once(migrate_at_once(f"sqlite:///{tmp_path / 'new.sqlite3'}"))
-
-
-@contextlib.contextmanager
-def empty_postgres_schema(name: str):
-    """The URL of a new, empty PostgreSQL schema of this test process, dropped afterwards."""
-    if not POSTGRES_URL:
-        pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (set by .ci/run)")
-    schema = f"{name}_{os.getpid()}"
-    admin = open_database(POSTGRES_URL)
-    admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    admin.execute_sql(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        if models.db.obj is not None:
-            models.db.close()
-        admin.execute_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        admin.close()
 
 
 def test_instances_migrating_a_new_postgres_schema_at_once_apply_each_migration_once():
@@ -144,17 +125,6 @@ def claim_statements(monkeypatch, worker, limit: int = 8) -> list[tuple[str, tup
     finally:
         monkeypatch.setattr(models.db.obj, "cursor", original)
     return log
-
-
-def plan(statement: str, params: tuple) -> str:
-    """The plan of a statement: SQLite's EXPLAIN QUERY PLAN, or PostgreSQL's EXPLAIN with sequential
-    scans priced out (a test's tables are small enough that a scan would win anyway)."""
-    database = models.db.obj
-    if isinstance(database, pw.PostgresqlDatabase):
-        with database.atomic():
-            database.execute_sql("SET LOCAL enable_seqscan = off")
-            return "\n".join(row[0] for row in database.execute_sql("EXPLAIN " + statement, params))
-    return "\n".join(row[-1] for row in database.execute_sql("EXPLAIN QUERY PLAN " + statement, params))
 
 
 def assert_reads_through_indexes(text: str) -> None:

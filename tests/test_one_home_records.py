@@ -5,8 +5,8 @@ import json
 
 from emissions import workspace
 from emissions.models import AuditEvent, Organization
-from conftest import make_org
-from test_workspace import PASSWORD, csrf_token, sign_in
+from conftest import PASSWORD, make_org
+from helpers import csrf_token, sign_in
 
 HOOK = "http://127.0.0.1:9/hook"
 

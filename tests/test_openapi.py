@@ -8,8 +8,6 @@ import re
 import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_openapi
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 from webtest import TestApp
 
 from emissions import models
@@ -17,57 +15,7 @@ from emissions.db import bind
 from emissions import schemas
 from emissions.app import create_app
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
-
-DOCUMENT = json.loads(schemas.OPENAPI_PATH.read_text())
-URI = "urn:test:openapi"
-REGISTRY = Registry().with_resource(URI, Resource.from_contents(DOCUMENT, default_specification=DRAFT202012))
-FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
-
-
-def pointer(*parts: str) -> str:
-    return "/" + "/".join(part.replace("~", "~0").replace("/", "~1") for part in parts)
-
-
-def resolve(node: dict) -> tuple[dict, str | None]:
-    """Follow a local $ref; return the node and the JSON pointer it lives at (when it was a $ref)."""
-    if "$ref" not in node:
-        return node, None
-    target = node["$ref"].removeprefix("#")
-    node = DOCUMENT
-    for part in target.strip("/").split("/"):
-        node = node[part.replace("~1", "/").replace("~0", "~")]
-    return node, target
-
-
-def schema_validator(location: str) -> jsonschema.Draft202012Validator:
-    """A validator for the schema at a JSON pointer inside the document, refs resolved in the document."""
-    return jsonschema.Draft202012Validator({"$ref": f"{URI}#{location}"}, registry=REGISTRY, format_checker=FORMATS)
-
-
-def response_spec(path: str, method: str, status: int) -> tuple[str, dict]:
-    """(JSON pointer of the response object, the response object) declared for an operation and status."""
-    responses = DOCUMENT["paths"][path][method.lower()]["responses"]
-    key = str(status) if str(status) in responses else f"{str(status)[0]}XX"
-    assert key in responses, f"{method} {path} does not declare {status}"
-    location = pointer("paths", path, method.lower(), "responses", key)
-    response, target = resolve(responses[key])
-    return target or location, response
-
-
-def check_response(response, path: str, method: str) -> None:
-    """The real response matches the document: status declared, body schema, declared headers present and valid."""
-    location, spec = response_spec(path, method, response.status_int)
-    assert response.content_type == "application/json"
-    schema_location = location + pointer("content", "application/json", "schema")
-    errors = [error.message for error in schema_validator(schema_location).iter_errors(response.json)]
-    assert not errors, (response.status, errors, response.body[:500])
-    for name, header in spec.get("headers", {}).items():
-        header, _ = resolve(header)
-        assert name in response.headers, f"{response.status} lacks the declared header {name}"
-        assert jsonschema.Draft202012Validator(header["schema"], format_checker=FORMATS).is_valid(
-            response.headers[name]), (name, response.headers[name])
-    if "X-Request-Id" in spec.get("headers", {}) and response.status_int >= 400:
-        assert response.json["error"]["request_id"] == response.headers["X-Request-Id"]
+from helpers import DOCUMENT, check_response, pointer, resolve, response_spec, schema_validator
 
 
 # --- the document itself ---------------------------------------------------------------------------

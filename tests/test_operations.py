@@ -1,7 +1,6 @@
 """Operations: /healthz, the access log, clean shutdown on SIGTERM, and every variable documented."""
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from emissions import models
 from emissions.db import bind, is_postgres
 from emissions.app import create_app
 from conftest import LiveServer, logistics_body, make_customer, post_calculation, serving
+from helpers import documented_configuration, documented_rows, variables_read_in_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -223,33 +223,6 @@ def test_sigterm_lets_the_requests_received_finish(served, requests_sent):
 
 
 # --- every environment variable is documented ------------------------------------------------------
-
-def variables_read_in_config() -> set[str]:
-    source = Path(config_module.__file__).read_text()
-    return set(re.findall(r"""env_[a-z]+\(\s*["']([A-Z][A-Z0-9_]*)["']""", source))
-
-
-VARIABLE_TABLE = "| variable | default | meaning |"
-
-
-def documented_rows() -> list[tuple[str, str, str]]:
-    """Every row of every table headed `| variable | default | meaning |` in docs/*.md: (file, name, default)."""
-    rows = []
-    for path in sorted((ROOT / "docs").glob("*.md")):
-        lines = path.read_text().splitlines()
-        for start, line in enumerate(lines):
-            if line.strip() != VARIABLE_TABLE:
-                continue
-            for row in itertools.takewhile(lambda text: text.startswith("|"), lines[start + 2:]):
-                found = re.match(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", row)
-                assert found, f"{path.name}: not a variable row: {row}"
-                rows.append((path.name, found.group(1), found.group(2)))
-    return rows
-
-
-def documented_configuration() -> dict[str, str]:
-    """The variables the docs' tables document: variable -> default."""
-    return {name: default for _, name, default in documented_rows()}
 
 
 def test_config_reads_the_variables_this_test_knows_how_to_find():

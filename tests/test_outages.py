@@ -50,7 +50,8 @@ def test_an_outage_logs_its_first_failure_whole_then_a_count_a_minute_then_the_r
 
 def test_the_workspace_shows_a_503_page_while_the_database_is_unreachable(client, acme, tmp_path):
     from emissions import workspace
-    from test_workspace import PASSWORD, sign_in
+    from helpers import sign_in
+    from conftest import PASSWORD
     workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
     sign_in(client)
     db_setup.bind(f"sqlite:///{tmp_path / 'missing' / 'gone.sqlite3'}")

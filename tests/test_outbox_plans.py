@@ -16,7 +16,7 @@ from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.workspace import insights
 from conftest import make_org, post_calculation, record_statements
-from test_migrations import plan
+from helpers import plan
 
 pytestmark = pytest.mark.on_both
 

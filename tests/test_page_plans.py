@@ -16,8 +16,7 @@ from emissions import workspace
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.workspace import session as workspace_session
 from conftest import make_customer, post_calculation, record_statements, workspace_of
-from test_migrations import plan
-from test_shipments import library, post, worked_example  # noqa: F401  (library is a fixture)
+from helpers import plan, post, worked_example
 
 HISTORY = ("calculation", "webhook_event", "webhook_attempt", "audit_event", "shipment", "shipment_hub")
 

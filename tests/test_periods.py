@@ -19,72 +19,8 @@ from emissions import migrations
 from emissions import models
 from emissions import periods
 from emissions.models import CustomerPeriodRollup
-from conftest import EMISSIONS, make_factor, post_calculation
-
-SHIPMENTS = [  # (activity_date, mode, business_context, cargo, distance)
-    ("2026-08-31", "ROAD", "upstream", "12.5", "320"),
-    ("2026-09-01", "ROAD", "upstream", "1.234567", "0.5"),
-    ("2026-09-15", "SEA", "downstream", "3333.3333", "7777.7"),
-    ("2026-09-30", "AIR", "upstream", "2.5", "1200"),
-    ("2026-10-01", "ROAD", "downstream", "7", "41.3"),
-    ("2026-10-01", "ROAD", "downstream", "0.000009", "0.5"),
-    ("2026-10-17", "SEA", "upstream", "950", "12000"),
-    ("2026-10-31", "AIR", "downstream", "1.1", "900.9"),
-    ("2026-11-02", "ROAD", "upstream", "20", "15"),
-    ("2026-11-30", "ROAD", "upstream", "3", "3"),
-    ("2027-01-05", "SEA", "upstream", "100", "100"),
-]
-FACTORS = {"ROAD": "road-default", "SEA": "sea-default", "AIR": "air-parts"}
-
-
-@pytest.fixture
-def shipped(client, acme) -> list[dict]:
-    """The shipments as calculated: the bodies parsed with exact numbers (AIR with TTW and WTT parts)."""
-    make_factor("sea-default", mode="SEA", value="0.0161")
-    make_factor("air-parts", mode="AIR", value=None, ttw_value="0.89939", wtt_value="0.13516")
-    bodies = []
-    for number, (day, mode, context, cargo, distance) in enumerate(SHIPMENTS):
-        response = post_calculation(client, acme, f"period-{number}", status=201, activity_date=day, mode=mode,
-                                    business_context=context, factor_reference=FACTORS[mode],
-                                    external_reference=f"s-{number}",
-                                    cargo={"value": float(cargo), "unit": "tonne"},
-                                    distance={"value": float(distance), "unit": "km"})
-        bodies.append(jsoncodec.loads(response.body))
-    return bodies
-
-
-def aggregate(bodies: list[dict]) -> dict:
-    parts = [body["emissions"]["breakdown"] for body in bodies if "breakdown" in body["emissions"]]
-    return {"calculation_count": len(bodies),
-            "activity": {"value": sum((b["activity"]["value"] for b in bodies), Decimal(0)), "unit": "tkm"},
-            "emissions": {"value": sum((b["emissions"]["value"] for b in bodies), Decimal(0)), "unit": "kgCO2e",
-                          "breakdown": {
-                              "ttw": sum((p["ttw"] for p in parts), Decimal(0)),
-                              "wtt": sum((p["wtt"] for p in parts), Decimal(0)),
-                              "unattributed": sum((b["emissions"]["value"] for b in bodies
-                                                   if "breakdown" not in b["emissions"]), Decimal(0))}}}
-
-
-def expected_analytics(bodies: list[dict], start: str | None, end: str | None) -> dict:
-    """The analytics of the period computed from the calculations themselves."""
-    inside = [b for b in bodies if (start is None or b["activity_date"] >= start)
-              and (end is None or b["activity_date"] <= end)]
-    dates = sorted(b["activity_date"] for b in inside)
-    return {
-        "environment": "test",
-        **aggregate(inside),
-        "by_mode": {mode: aggregate([b for b in inside if b["mode"] == mode])
-                    for mode in ("ROAD", "SEA", "AIR") if any(b["mode"] == mode for b in inside)},
-        "by_business_context": {
-            context: aggregate([b for b in inside if b["methodology"]["business_context"] == context])
-            for context in ("upstream", "downstream")
-            if any(b["methodology"]["business_context"] == context for b in inside)},
-        "first_activity_date": dates[0] if dates else None,
-        "last_activity_date": dates[-1] if dates else None,
-        "period": {"from": start, "to": end},
-        "by_month": [{"month": month, **aggregate([b for b in inside if b["activity_date"][:7] == month])}
-                     for month in sorted({b["activity_date"][:7] for b in inside})],
-    }
+from conftest import EMISSIONS, SHIPMENTS, post_calculation
+from helpers import expected_analytics
 
 
 def analytics(client, persona, query: str = "") -> dict:

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import requests
 
+from emissions.config import Config, ConfigError
 from conftest import EMISSIONS, free_port, serving
 
 
@@ -47,3 +48,31 @@ def test_the_json_serving_line_keeps_its_cpu_keys_always_null(tmp_path, argv, ex
         process.terminate()
         out, err = process.communicate(timeout=30)
     assert "CPU_AFFINITY=1 is ignored" in err
+
+
+def test_the_server_settings_documented_in_operations_are_the_defaults(monkeypatch):
+    from helpers import documented_configuration, variables_read_in_config
+
+    for name in variables_read_in_config():
+        monkeypatch.delenv(name, raising=False)
+    defaults = Config.from_env()
+    documented = documented_configuration()
+    for name in ("WORKERS", "CONNECTION_LIMIT", "CHANNEL_TIMEOUT", "BACKLOG", "TRUSTED_PROXY_COUNT", "RETENTION_DAYS"):
+        assert int(documented[name].strip(" `")) == getattr(defaults, name.lower()), name
+    assert documented["TRUSTED_PROXY"].strip() == "unset" and defaults.trusted_proxy == ()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("CONNECTION_LIMIT", "0", "CONNECTION_LIMIT must be at least 1"),
+    ("CHANNEL_TIMEOUT", "soon", "CHANNEL_TIMEOUT must be an integer"),
+    ("WORKERS", "0", "WORKERS must be at least 1"),
+    ("WORKSPACE_THREADS", "0", "WORKSPACE_THREADS must be at least 1"),
+    ("WORKERS", "65", "WORKERS must be at most 64"),  # as serve --workers
+    ("RETENTION_DAYS", "3000000", "RETENTION_DAYS must be at most 100000"),  # no date lies that far back
+    ("TRUSTED_PROXY", "127.0.0.1,proxy.example", "TRUSTED_PROXY must be comma-separated IP addresses"),
+    ("SECRET_KEY", "short", "SECRET_KEY must be at least 32 characters"),
+])
+def test_a_server_setting_that_cannot_be_used_is_refused_at_start(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=message):
+        Config.from_env()

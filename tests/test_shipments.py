@@ -10,12 +10,10 @@ import pytest
 from emissions.rollups import recount
 from emissions import customers, factor_files, factors, jsoncodec, models, schemas
 from emissions.models import Calculation, Shipment, ShipmentHub, UsageCounter, WebhookEvent
-from tests.conftest import LiveServer, make_customer, make_factor, make_org
-from tests.test_idempotency import race
-from tests.test_openapi import check_response
+from tests.conftest import LiveServer, TERMINAL, make_customer, make_factor, make_org
+from helpers import check_response, post, race, worked_example
 
 SIX = Decimal("0.000001")
-TERMINAL = "felixstowe-container-terminal"
 
 
 def exact(response) -> dict:
@@ -24,39 +22,6 @@ def exact(response) -> dict:
 
 def r6(value: Decimal) -> Decimal:
     return value.quantize(SIX, rounding=ROUND_HALF_EVEN)
-
-
-@pytest.fixture
-def library(app):
-    factor_files.load_library(actor="test")
-    make_factor(TERMINAL, mode="HUB", value=None, ttw_value="0.95", wtt_value="0.35", name="Container terminal",
-                hub_type="container_terminal")
-
-
-def worked_example(**overrides) -> dict:
-    """Shanghai to a warehouse in Manchester: truck, ship to Felixstowe, terminal, truck."""
-    body = {
-        "customer_reference": "cust-1",
-        "external_reference": "PO-4711",
-        "activity_date": "2026-03-01",
-        "cargo": {"value": 2, "unit": "TEU"},
-        "elements": [
-            {"type": "leg", "mode": "ROAD", "origin": {"label": "Factory, Songjiang", "country": "CN"},
-             "destination": {"locode": "CNSHA"}, "distance": {"value": 48.5, "unit": "km"}},
-            {"type": "leg", "mode": "SEA", "origin": {"locode": "CNSHA"}, "destination": {"locode": "GBFXT"}},
-            {"type": "hub", "hub_type": "container_terminal", "location": {"locode": "GBFXT"},
-             "factor_reference": TERMINAL},
-            {"type": "leg", "mode": "ROAD", "origin": {"locode": "GBFXT"},
-             "destination": {"label": "Warehouse, Trafford Park", "country": "GB"},
-             "distance": {"value": 372.4, "unit": "km"}},
-        ],
-    }
-    body.update(overrides)
-    return body
-
-
-def post(client, persona, body, key="ship-1", status="*"):
-    return client.post_json("/v1/shipments", body, headers=persona.headers(key), status=status)
 
 
 @pytest.mark.on_both
@@ -444,7 +409,7 @@ def test_a_place_without_anything_to_find_it_by_names_what_it_needs(client, acme
 
 @pytest.mark.on_both
 def test_answers_match_the_openapi_document(client, acme, library):
-    from tests.test_openapi import check_response
+    from helpers import check_response
 
     body = worked_example(cargo={"value": 1.25, "unit": "TEU", "tonnes_per_teu": 12.5})
     body["elements"][1]["origin"] = {"latitude": 31.2, "longitude": 121.6}  # off Shanghai, by coordinates
@@ -488,7 +453,7 @@ def test_a_statement_counts_the_hubs_so_that_its_parts_add_up_to_its_totals(clie
     client.post_json("/v1/shipments", worked_example(), headers=acme.headers("stmt"), status=201)
     statement = client.get("/v1/customers/cust-1/statement?from=2026-03-01&to=2026-03-31",
                            headers=acme.headers()).json
-    from tests.test_openapi import check_response
+    from helpers import check_response
     check_response(client.get("/v1/customers/cust-1/statement", headers=acme.headers()),
                    "/customers/{customerReference}/statement", "GET")
     parts = [totals["emissions"]["value"] for totals in statement["by_mode"].values()]

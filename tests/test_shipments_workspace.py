@@ -6,9 +6,8 @@ import re
 import pytest
 
 from emissions import workspace
-from tests.conftest import LiveServer
-from tests.test_shipments import library, post, worked_example  # noqa: F401  (library is a fixture)
-from tests.test_workspace import PASSWORD, sign_in
+from tests.conftest import LiveServer, PASSWORD
+from helpers import post, sign_in, worked_example
 
 
 @pytest.fixture

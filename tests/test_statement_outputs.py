@@ -12,10 +12,8 @@ from html.parser import HTMLParser
 import pytest
 
 from emissions import figures, jsoncodec, workspace
-from tests.conftest import post_calculation
-from tests.test_openapi import check_response
-from tests.test_shipments import TERMINAL, library, worked_example  # noqa: F401 (the fixture)
-from tests.test_workspace import PASSWORD, sign_in
+from tests.conftest import PASSWORD, TERMINAL, post_calculation
+from helpers import check_response, sign_in, worked_example
 
 NOVEMBER = ("2026-11-01", "2026-11-30")
 

@@ -10,8 +10,7 @@ import pytest
 
 from emissions import jsoncodec
 from conftest import make_customer, make_key, post_calculation
-from test_openapi import check_response
-from test_periods import expected_analytics, shipped  # noqa: F401 (the fixture)
+from helpers import check_response, expected_analytics
 
 OCTOBER = "from=2026-10-01&to=2026-10-31"
 

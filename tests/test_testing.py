@@ -23,8 +23,8 @@ from emissions import testing
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.testing import Sandbox
-from test_packaging import clean_environment, site_packages
 from webhook_receiver import Receiver, documented_verify
+from helpers import clean_environment, site_packages
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTING_DOC = ROOT / "docs" / "testing.md"

@@ -12,8 +12,8 @@ from emissions import text
 from emissions import workspace
 from emissions.models import ApiKey, Calculation, Customer, Factor, Organization, Shipment, User
 from emissions import accounts
-from conftest import logistics_body, post_calculation
-from test_workspace import PASSWORD, create_key, csrf_token, sign_in
+from conftest import PASSWORD, logistics_body, post_calculation
+from helpers import create_key, csrf_token, sign_in
 
 REFUSED = {"tab": "a\tb", "cr": "a\rb", "lf": "a\nb", "crlf": "a\r\nb", "nul": "a\x00b", "del": "a\x7fb",
            "c1-nel": "a\x85b", "c1-csi": "a\x9bb", "rlo": "a\u202eb", "lre": "a\u202ab", "pdf": "a\u202cb",

@@ -591,7 +591,7 @@ def test_a_tiny_value_is_stored_exactly_and_one_that_rounds_to_nothing_is_refuse
     assert b'"cargo":{"value":0.0000001,"unit":"tonne"}' in response.body
     assert response.json["activity"] == {"value": 0.1, "unit": "tkm"}
     assert client.get(f"/v1/calculations/{response.json['id']}", headers=acme.headers()).body == response.body
-    # 1e-1000 tonnes was once stored as a calculation of 0 tkm; now it is a 422 (test_production.py).
+    # 1e-1000 tonnes was once stored as a calculation of 0 tkm; now it is a 422 (test_calculations.py).
     zero = post_raw(client, acme, json.dumps(logistics_body()).replace("12.5", "1e-1000").encode(), idempotency_key="z")
     assert zero.status_int == 422 and zero.json["error"]["details"][0]["field"] == "cargo.value"
     assert models.Calculation.select().count() == 1

@@ -30,6 +30,7 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
+from emissions.webhooks import transport as webhook_transport
 from conftest import logistics_body, make_customer, make_key, post_calculation, record_statements
 from emissions.config import Config, ConfigError
 from emissions.models import AuditEvent, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, utcnow
@@ -1046,12 +1047,12 @@ def test_a_private_ca_in_webhook_ca_bundle_makes_its_receiver_trusted(config, ac
 
 
 def test_the_ca_bundle_adds_to_the_default_trust(certificates):
-    context = webhook_delivery.trust_context(str(certificates["loopback"].cert_path))
+    context = webhook_transport.trust_context(str(certificates["loopback"].cert_path))
     bundled = {certificate["serialNumber"] for certificate in context.get_ca_certs()}
     defaults = ssl.create_default_context(cafile=requests.certs.where()).get_ca_certs()
     assert len(defaults) > 100 and {certificate["serialNumber"] for certificate in defaults} <= bundled
     assert ssl.PEM_cert_to_DER_cert(certificates["loopback"].cert_path.read_text()) in context.get_ca_certs(True)
-    assert webhook_delivery.trust_context(None) is None  # unset: requests' own default
+    assert webhook_transport.trust_context(None) is None  # unset: requests' own default
 
 
 @pytest.mark.parametrize("content, message", [
@@ -1095,7 +1096,7 @@ def test_failure_phrase_reads_an_ssl_error_whose_reason_is_a_string():
     verify.reason, verify.verify_message = "CERTIFICATE_VERIFY_FAILED", "certificate has expired"
     wrapped = requests.exceptions.SSLError(urllib3.exceptions.MaxRetryError(
         None, "https://x/", urllib3.exceptions.SSLError(verify)))
-    assert webhook_delivery.failure_phrase(wrapped, 10) == "TLS certificate verify failed (certificate has expired)"
+    assert webhook_transport.failure_phrase(wrapped, 10) == "TLS certificate verify failed (certificate has expired)"
 
 
 @pytest.mark.on_both

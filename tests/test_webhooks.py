@@ -19,9 +19,10 @@ from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
 from emissions.webhooks import signing as webhook_signing
+from emissions.webhooks import transport as webhook_transport
 from emissions.models import AuditEvent, WebhookEndpoint, WebhookEvent, utcnow
-from test_workspace import acme_user, csrf_token, sign_in  # noqa: F401 (acme_user: a fixture)
 from webhook_receiver import WEBHOOKS_DOC, documented_verify
+from helpers import csrf_token, sign_in
 
 GOLDEN_SECRET = "whsec_7mQ2pYc4VxN8rT1kLs9bWd3HfJ6gZa0E"
 GOLDEN_ID = "9f8c2b1e-4d3a-4b6f-8e21-5c7a9d0e1f23"
@@ -229,7 +230,7 @@ class PeerSocket:
                                         ("2002:7f00:1::", "loopback")])
 def test_a_live_attempt_refuses_a_connection_to_ipv6_carrying_a_private_ipv4_address(peer, rule):
     with pytest.raises(webhook_endpoints.WebhookError, match=f"the connection reached an? {rule} address; live"):
-        webhook_delivery._Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
+        webhook_transport.Attempt(5, public_only=True).admit(object(), PeerSocket(peer))
 
 
 def test_a_live_delivery_to_a_name_now_resolving_to_nat64_loopback_is_refused(config):
@@ -296,6 +297,26 @@ def test_rotate_replaces_only_the_secret_and_remove_deletes_the_endpoint(acme):
     assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
     with pytest.raises(webhook_endpoints.WebhookError, match="no webhook endpoint"):
         webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test")
+
+
+@pytest.mark.on_both
+def test_a_secret_whose_showing_fails_is_never_made(acme):
+    def show_fails(endpoint, secret):
+        raise RuntimeError("the page that shows the secret could not be kept")
+
+    with pytest.raises(RuntimeError):
+        webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test",
+                                       allow_private_test=True, then=show_fails)
+    assert webhook_endpoints.endpoint_for(acme.org.id, "test") is None
+    shown = []
+    _, first = webhook_endpoints.set_endpoint(acme.org.id, "test", "http://localhost:4000/a", actor="test",
+                                              allow_private_test=True, then=lambda _, secret: shown.append(secret))
+    assert shown == [first]
+    with pytest.raises(RuntimeError):
+        webhook_endpoints.rotate_secret(acme.org.id, "test", actor="test", then=show_fails)
+    stored = webhook_endpoints.endpoint_for(acme.org.id, "test")
+    assert (stored.secret, stored.next_secret) == (first, None)
+    assert AuditEvent.select().where(AuditEvent.action == "endpoint.rotated").count() == 0
 
 
 @pytest.mark.on_both

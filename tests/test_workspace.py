@@ -6,7 +6,6 @@ import base64
 import datetime as dt
 import re
 import threading
-import time
 
 import jwt
 import pytest
@@ -21,50 +20,9 @@ from emissions.app import create_app
 from emissions.models import (ApiKey, AuditEvent, Calculation, Customer, Organization, User, WebhookEndpoint,
                               WebhookEvent, WorkspaceFlash, WorkspaceSession, utcnow)
 from emissions import accounts
-from conftest import logistics_body, make_customer, make_factor, make_key, make_org, stop_the_sign_in_clock, workspace_of
-
-PASSWORD = "correct horse battery"
-
-
-@pytest.fixture
-def acme_user(app):
-    org = make_org("acme")
-    make_customer(org)
-    make_factor()
-    workspace.create_user(org, "Ops@Acme.example", PASSWORD, actor="cli")
-    return org
-
-
-def sign_in(client, email="ops@acme.example", password=PASSWORD, status=303, address="192.0.2.1", **environ):
-    """Sign in through the form; where the password is checked off the serving thread, pick the
-    answer up from /workspace/login/wait as the browser does (its page looks again at once)."""
-    environ = {"REMOTE_ADDR": address, **environ}
-    page = client.get("/workspace/login", extra_environ=environ)
-    response = client.post("/workspace/login", {"csrf": csrf_token(page), "email": email, "password": password},
-                           extra_environ=environ, expect_errors=True)
-    for _ in range(1000):
-        waiting = response.status_int == 303 and response.headers["Location"].endswith("/workspace/login/wait")
-        if not (waiting or "Signing you in" in response.text):
-            break
-        if not waiting:
-            time.sleep(0.005)
-        response = client.get("/workspace/login/wait", extra_environ=environ, expect_errors=True)
-    assert response.status_int == status, response.text
-    return response
-
-
-def csrf_token(page) -> str:
-    return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
-
-
-def create_key(client, environment="test", scopes=("emissions:calculate", "emissions:read"), status=303,
-               name="ci", **fields):
-    """Post the key form; on success follow the redirect to the page that shows the key once."""
-    page = client.get("/workspace/keys")
-    form = [("csrf", csrf_token(page)), ("name", name), ("environment", environment)]
-    form += [("scopes", scope) for scope in scopes] + list(fields.items())
-    response = client.post("/workspace/keys", form, status=status)
-    return response.follow() if status == 303 else response
+from conftest import (PASSWORD, logistics_body, make_customer, make_factor, make_key, make_org, stop_the_sign_in_clock,
+                      workspace_of)
+from helpers import create_key, csrf_token, sign_in
 
 
 def shown_key(page) -> str:

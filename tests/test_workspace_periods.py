@@ -13,9 +13,8 @@ from emissions import statements
 from emissions import workspace
 from emissions.exports import csv as export_csv
 from emissions.workspace import insights
-from conftest import make_customer
-from test_periods import shipped  # noqa: F401 (the fixture)
-from test_workspace import PASSWORD, sign_in
+from conftest import PASSWORD, make_customer
+from helpers import sign_in
 
 TODAY = dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Shipments: transport chains of legs and hubs (issue 23, docs/api.md "Shipments").
+"""Shipments: transport chains of legs and hubs (docs/api.md "Shipments").
 
 - factor.hub_type: the hub type of a HUB factor (kgCO2e per tonne handled); null for the others.
 - shipment: one row per chain, holding the exact JSON the API answered, its idempotency key and

@@ -1,4 +1,4 @@
-"""Secret rotation with an overlap (issue 25, docs/webhooks.md "Rotating the secret").
+"""Secret rotation with an overlap (docs/webhooks.md "Rotating the secret").
 
 - webhook_endpoint.next_secret: the secret a rotation issued, sent beside the current one (as
   X-Service-Webhook-Signature-Next) until the overlap ends; null when no rotation is under way.

@@ -1,4 +1,4 @@
-"""An endpoint known to be down (issue 24: a backlog does not slow the API; docs/webhooks.md "Delivery").
+"""An endpoint known to be down (a backlog does not slow the API; docs/webhooks.md "Delivery").
 
 - webhook_endpoint.down_since: when its receiver stopped answering (a connection error, a time-out,
   a 5xx or 429 on every attempt of a round); null while it answers.

@@ -1,4 +1,4 @@
-"""An endpoint's signature scheme (issue 36, docs/webhooks.md "Standard Webhooks").
+"""An endpoint's signature scheme (docs/webhooks.md "Standard Webhooks").
 
 - webhook_endpoint.signature: "service" (the X-Service-Webhook-* headers, the default every
   existing endpoint keeps) or "standard" (the Standard Webhooks headers webhook-id,

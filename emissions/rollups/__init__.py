@@ -19,7 +19,8 @@ from operator import attrgetter
 import peewee as pw
 
 from ..db import EXACT_SUM, is_postgres
-from ..models import (Customer, CustomerPeriodRollup, CustomerRollup, ExactDecimalField, OrganizationPeriodRollup,
+from ..fields import ExactDecimalField
+from ..models import (Customer, CustomerPeriodRollup, CustomerRollup, OrganizationPeriodRollup,
                       PeriodTotals)
 from ..sql import Joined, Params, columns, decoded, row_type, run, statement
 

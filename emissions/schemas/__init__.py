@@ -148,13 +148,18 @@ def node_path(reference: str) -> list[str]:
     return [part.replace("~1", "/").replace("~0", "~") for part in reference.removeprefix("#/").split("/")]
 
 
-def _condition(component: str, error: jsonschema.ValidationError) -> str | None:
-    """`when cargo.unit is "TEU"`: the if a `then` failed under, read back as the case it allows."""
+def _failed_under(component: str, error: jsonschema.ValidationError) -> dict:
+    """The `if` of the `then` an error failed in; empty when it failed elsewhere."""
     path = list(error.schema_path)
     if len(path) < 2 or path[-2] != "then":
-        return None
+        return {}
     nodes = _schema_nodes(component, path[:-2])
-    condition = nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
+    return nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
+
+
+def _condition(component: str, error: jsonschema.ValidationError) -> str | None:
+    """`when cargo.unit is "TEU"`: the if a `then` failed under, read back as the case it allows."""
+    condition = _failed_under(component, error)
     properties = condition.get("properties", {})
     if len(properties) == 1:
         (name, rule), = properties.items()
@@ -166,11 +171,7 @@ def _condition(component: str, error: jsonschema.ValidationError) -> str | None:
 
 def _given_with(component: str, error: jsonschema.ValidationError) -> str | None:
     """`latitude`: the member whose presence made another required (an `if: {required}` / `then`)."""
-    path = list(error.schema_path)
-    if len(path) < 2 or path[-2] != "then":
-        return None
-    nodes = _schema_nodes(component, path[:-2])
-    condition = nodes[-1].get("if", {}) if nodes and isinstance(nodes[-1], dict) else {}
+    condition = _failed_under(component, error)
     if set(condition) == {"required"}:
         return " and ".join(_field([*error.absolute_path, name]) for name in condition["required"])
     return None

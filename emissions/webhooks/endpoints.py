@@ -6,6 +6,7 @@ import datetime as dt
 import ipaddress
 import secrets
 import socket
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import peewee as pw
@@ -174,10 +175,12 @@ def validate_url(url: str, environment: str, allow_private_live: bool = False, a
 
 def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str, allow_private_live: bool = False,
                  allow_private_test: bool = False, resolve=socket.getaddrinfo,
-                 signature: str | None = None) -> tuple[WebhookEndpoint, str]:
+                 signature: str | None = None,
+                 then: Callable[[WebhookEndpoint, str], None] | None = None) -> tuple[WebhookEndpoint, str]:
     """Create or replace the organization's endpoint for an environment, with its audit event; return
     it and its new secret. `signature` is the scheme (service or standard); None keeps the
-    endpoint's, or service for a new one."""
+    endpoint's, or service for a new one. `then(endpoint, secret)` runs in the same transaction, as
+    `keys.create`'s does."""
     if environment not in ("test", "live"):
         raise WebhookError("environment must be test or live")
     if signature is not None and signature not in SCHEMES:
@@ -202,6 +205,8 @@ def set_endpoint(organization_id: int, environment: str, url: str, *, actor: str
             audit.record("endpoint.set", loggable_url(url), actor=actor, organization=organization_id,
                          environment=environment,
                          details={"signature": scheme} if scheme != "service" else None)  # named when not the default
+            if then is not None:
+                then(endpoint, secret)
     except pw.IntegrityError:
         raise WebhookError("the endpoint was changed at the same moment; try again") from None
     return endpoint, secret
@@ -231,12 +236,14 @@ def _settle(endpoint: WebhookEndpoint, now: dt.datetime) -> None:
 
 
 def rotate_secret(organization_id: int, environment: str, *, actor: str,
-                  overlap_hours: float = DEFAULT_OVERLAP_HOURS) -> tuple[WebhookEndpoint, str]:
+                  overlap_hours: float = DEFAULT_OVERLAP_HOURS,
+                  then: Callable[[WebhookEndpoint, str], None] | None = None) -> tuple[WebhookEndpoint, str]:
     """Issue the endpoint a new secret, with its audit event; return it.
 
     For `overlap_hours` deliveries carry signatures under both the current and the new secret, so the
     receiver can deploy the new one first; then the new one is the only one (0: at once). A rotation
-    during an overlap replaces the next secret and starts the overlap again.
+    during an overlap replaces the next secret and starts the overlap again. `then(endpoint, secret)`
+    runs in the same transaction, as `set_endpoint`'s does.
     """
     if not 0 <= overlap_hours <= MAX_OVERLAP_HOURS:
         raise WebhookError(f"the overlap must be from 0 to {MAX_OVERLAP_HOURS} hours")
@@ -258,6 +265,8 @@ def rotate_secret(organization_id: int, environment: str, *, actor: str,
                             WebhookEndpoint.updated_at])
         audit.record("endpoint.rotated", loggable_url(endpoint.url), actor=actor, organization=organization_id,
                      environment=environment, details=details)
+        if then is not None:
+            then(endpoint, secret)
     return endpoint, secret
 
 

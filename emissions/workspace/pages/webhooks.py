@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-from ...db import db
 from ...webhooks import endpoints as webhook_endpoints
 from ...webhooks import events as webhook_events
 from .. import insights
@@ -29,19 +28,19 @@ class WebhookPages(Pages):
     @form_post
     def change_webhook(self, session: Session, form: dict):
         org, environment, action = session.organization, session.environment, field(form, "action")
+
+        def show(endpoint, secret: str) -> None:
+            """No secret made that is never shown: the flash is kept in the change's own transaction."""
+            self.flash.put(session, "secret", {"secret": secret})
+
         try:
             if action == "set":
-                with db.atomic():  # no secret made that is never shown: the flash joins the change
-                    _, secret = webhook_endpoints.set_endpoint(org.id, environment, field(form, "url"),
-                                                               actor=session.actor,
-                                                               allow_private_live=self.allow_private_live,
-                                                               allow_private_test=self.allow_private_test,
-                                                               signature=field(form, "signature") or None)
-                    self.flash.put(session, "secret", {"secret": secret})
+                webhook_endpoints.set_endpoint(org.id, environment, field(form, "url"), actor=session.actor,
+                                               allow_private_live=self.allow_private_live,
+                                               allow_private_test=self.allow_private_test,
+                                               signature=field(form, "signature") or None, then=show)
             elif action == "rotate":
-                with db.atomic():  # as above
-                    _, secret = webhook_endpoints.rotate_secret(org.id, environment, actor=session.actor)
-                    self.flash.put(session, "secret", {"secret": secret})
+                webhook_endpoints.rotate_secret(org.id, environment, actor=session.actor, then=show)
             elif action == "remove":
                 webhook_endpoints.remove_endpoint(org.id, environment, actor=session.actor)
                 return redirect("/workspace/webhooks")
