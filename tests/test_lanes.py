@@ -9,9 +9,8 @@ from emissions import jsoncodec
 from emissions import lanes as lanes_module
 from emissions import workspace
 from emissions.workspace import session as workspace_session
-from conftest import logistics_body, make_customer, make_key, post_calculation, workspace_of
-from test_openapi import check_response
-from test_shipments import TERMINAL, library, post, worked_example  # noqa: F401  (library is a fixture)
+from conftest import TERMINAL, logistics_body, make_customer, make_key, post_calculation, workspace_of
+from helpers import check_response, post, worked_example
 
 MARCH = "from=2026-03-01&to=2026-03-31"
 

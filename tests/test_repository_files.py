@@ -1,6 +1,7 @@
 """The repository's own files: what a run leaves in a working copy is ignored, and documented."""
 from __future__ import annotations
 
+import re
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -24,3 +25,12 @@ def test_the_gitignore_covers_every_file_a_serving_sqlite_database_leaves_beside
                 if line.strip() and not line.startswith("#")]
     assert [name for name in left if not any(fnmatch(name, pattern) for pattern in patterns)] == []
     assert "emissions.sqlite3-writers.lock" in (ROOT / "docs" / "operations.md").read_text()
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/conftest.py and tests/helpers.py, so each test module stands alone."""
+    tests = Path(__file__).resolve().parent
+    found = [f"{path.name}: {line.strip()}" for path in sorted(tests.glob("test_*.py"))
+             for line in path.read_text().splitlines()
+             if re.match(r"\s*(from (tests\.)?test_\w+ import|import (tests\.)?test_\w+)", line)]
+    assert found == []

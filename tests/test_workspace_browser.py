@@ -23,8 +23,8 @@ from emissions.app import create_app
 from emissions.config import Config
 from emissions.models import ApiKey, Organization, User
 from emissions.workspace import insights
-from conftest import CHROMIUM, POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url
-from test_shipments import TERMINAL, worked_example
+from conftest import CHROMIUM, POSTGRES_URL, LiveServer, logistics_body, make_customer, make_factor, postgres_schema_url, TERMINAL
+from helpers import worked_example
 from webhook_receiver import Receiver
 
 pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")

@@ -11,9 +11,8 @@ import pytest
 
 from emissions import figures
 from emissions import workspace
-from conftest import make_customer
-from test_periods import shipped  # noqa: F401 (the fixture)
-from test_workspace import PASSWORD, sign_in
+from conftest import PASSWORD, make_customer
+from helpers import sign_in
 
 TODAY = dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc)
 
