@@ -21,21 +21,27 @@ EARLIEST, LATEST = dt.date(1, 1, 1), dt.date(9999, 12, 31)
 NO_DAYS = (LATEST, EARLIEST)  # a range no date is in
 
 
-def _next_month(day: dt.date) -> dt.date | None:
+def month_key(day: dt.date) -> str:
+    """The month a date is in, "YYYY-MM" with four digits for every year (strftime writes 999 as "999")."""
+    return f"{day.year:04d}-{day.month:02d}"
+
+
+def next_month(day: dt.date) -> dt.date | None:
+    """The first day of the following month; None after December 9999."""
     if day.year == 9999 and day.month == 12:
         return None
     return dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
 
 
 def _is_month_end(day: dt.date) -> bool:
-    following = _next_month(day)
+    following = next_month(day)
     return day.day == 31 if following is None else following - dt.timedelta(days=1) == day
 
 
 def ranges(start: dt.date, end: dt.date) -> tuple[tuple, tuple, tuple]:
     """(the first days of the first and last whole month, the days before them, the days after them);
     when no whole month is inside start..end, no months and all of its days."""
-    first_whole = start if start.day == 1 else _next_month(start)
+    first_whole = start if start.day == 1 else next_month(start)
     if _is_month_end(end):
         last_whole = end.replace(day=1)
     elif end.replace(day=1) > EARLIEST:
@@ -44,7 +50,7 @@ def ranges(start: dt.date, end: dt.date) -> tuple[tuple, tuple, tuple]:
         last_whole = None
     if first_whole is None or last_whole is None or first_whole > last_whole:
         return NO_DAYS, (start, end), NO_DAYS
-    after_whole = _next_month(last_whole)
+    after_whole = next_month(last_whole)
     before = (start, first_whole - dt.timedelta(days=1)) if start < first_whole else NO_DAYS
     after = (after_whole, end) if after_whole is not None and after_whole <= end else NO_DAYS
     return (first_whole, last_whole), before, after
@@ -118,8 +124,7 @@ def by_month(environment: str, rows: list[rollups.PeriodRow]) -> list[dict]:
     """Per activity month with data, in month order: count, activity and emissions with their breakdown."""
     months: dict[str, list] = {}
     for row in rows:
-        day = row.activity_date  # strftime("%Y") writes the year 999 as "999"
-        months.setdefault(f"{day.year:04d}-{day.month:02d}", []).append(row)
+        months.setdefault(month_key(row.activity_date), []).append(row)
     answer = []
     for month in sorted(months):
         totals = analytics.summarize(environment, months[month])

@@ -62,7 +62,10 @@ def with_defaults(payload: dict) -> dict:
     cargo = payload["cargo"]
     if cargo["unit"] == "TEU":
         cargo = {**cargo, "tonnes_per_teu": cargo.get("tonnes_per_teu", TONNES_PER_TEU)}
-    return {**payload, "business_context": payload.get("business_context", "upstream"), "cargo": cargo}
+    # "continuity": "checked" is the default spelled out: the same material payload as leaving it out
+    # (left out rather than added, so that the shipments stored before it existed keep their fingerprints).
+    material = {name: value for name, value in payload.items() if (name, value) != ("continuity", "checked")}
+    return {**material, "business_context": payload.get("business_context", "upstream"), "cargo": cargo}
 
 
 def cargo_tonnes(cargo: dict) -> Decimal:

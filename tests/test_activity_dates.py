@@ -95,10 +95,15 @@ def test_the_customer_page_survives_any_stored_date(client, stored_far_dates, qu
 
 
 def test_every_workspace_page_survives_any_stored_date(client, stored_far_dates):
-    for path in ("/workspace", "/workspace/calculations", "/workspace/calculations?period=all",
+    for path in ("/workspace", "/workspace?period=all", "/workspace?period=custom&from=9998-06-01&to=9999-12-31",
+                 "/workspace?period=custom&from=0001-01-01&to=0001-03-01", "/workspace/calculations",
+                 "/workspace/calculations?period=all",
                  "/workspace/calculations.csv", "/workspace/shipments", "/workspace/customers", "/workspace/webhooks",
                  "/workspace/keys", "/workspace/team", "/workspace/audit"):
         assert client.get(path).status_int == 200, path
+    months = re.findall(r'data-month="([^"]*)"', client.get("/workspace?period=all").text)
+    assert months == sorted(months) and all(re.fullmatch(r"\d{4}-\d{2}", month) for month in months), months
+    assert "0999-05" in months and "9999-12" in months
     for calculation in Calculation.select():
         page = client.get(f"/workspace/calculations/{calculation.id}")
         assert re.search(r"\b(9999|0999|0001|2026)\b", page.text), calculation.activity_date

@@ -105,6 +105,11 @@ def test_a_postgresql_database_is_named_without_its_password():
         "postgresql://app@db.example:5432/emissions?sslmode=require")
     assert migrations.database_name("postgresql://:s3cret@db.example/emissions") == "postgresql://db.example/emissions"
     assert migrations.database_name("postgresql://db.example/emissions") == "postgresql://db.example/emissions"
+    # The driver takes a password from the query too.
+    assert migrations.database_name("postgresql://app:pw@db.example/emissions?password=s3cret&sslmode=require") == (
+        "postgresql://app@db.example/emissions?sslmode=require")
+    assert migrations.database_name("postgresql:///emissions?host=/run/postgresql&sslpassword=s3cret") == (
+        "postgresql:///emissions?host=/run/postgresql")
 
 
 def test_a_command_on_an_unmigrated_database_exits_1_and_creates_no_tables(tmp_path):

@@ -522,6 +522,16 @@ def test_a_chain_whose_ends_meet_or_cannot_be_compared_is_accepted(client, acme,
     post(client, acme, body, status=201)
 
 
+def test_continuity_checked_spelled_out_is_the_same_payload_as_left_out(client, acme, library):
+    """The default spelled out replays: a retry that adds or drops `"continuity": "checked"` is not a 409."""
+    first = post(client, acme, worked_example(), key="same", status=201)
+    again = post(client, acme, worked_example(continuity="checked"), key="same", status=200)
+    assert again.headers["Idempotent-Replayed"] == "true" and again.body == first.body
+    spelled = post(client, acme, worked_example(continuity="checked"), key="spelled", status=201)
+    assert post(client, acme, worked_example(), key="spelled", status=200).body == spelled.body
+    assert post(client, acme, worked_example(continuity="not_checked"), key="same", status=409)
+
+
 @pytest.mark.on_both
 def test_a_hub_between_or_not_checked_lets_a_gap_through(client, acme, library):
     with_hub = chain_with_a_gap()

@@ -6,7 +6,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import peewee as pw
 from playhouse import db_url
@@ -40,7 +40,12 @@ def database_name(url: str) -> str:
     if parts.password is not None:
         host = parts.netloc.rsplit("@", 1)[1]
         parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
-    return urlunsplit(parts)
+    # The driver takes a password from the query too (?password=, ?sslpassword=).
+    query = [(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
+             if name.lower() not in ("password", "sslpassword")]
+    parts = parts._replace(query=urlencode(query, safe="/"))
+    named = urlunsplit(parts)
+    return named if parts.netloc else named.replace(":", "://", 1)  # postgresql:///db keeps its "//"
 
 
 def available() -> list[Path]:
