@@ -1,8 +1,9 @@
 """The calculations an API process remembers, so that a replay or a read of one needs no database.
 
-A stored calculation never changes and a key stays bound to it for as long as it is stored
-(docs/api.md, "Idempotency"), so an entry can never go stale, whatever other instances or the CLI
-write. It relies on the database never losing a committed calculation: after restoring a backup or
+A stored calculation changes only when it is voided (docs/api.md, "Corrections"), and a key stays
+bound to it for as long as it is stored (docs/api.md, "Idempotency"). The process that voids forgets
+the calculation (forget_ids); another process may answer its body as it was before the void until
+the entry leaves its cache (CALCULATION_CACHE_SIZE bounds it; docs/api.md says so). It relies on the database never losing a committed calculation: after restoring a backup or
 failing over to a replica that may lack the last commits, restart the instances
 (docs/operations.md, "PostgreSQL and several instances").
 """
@@ -52,6 +53,17 @@ class RecentCalculations:
             for entries in (self._by_id, self._by_key):
                 while len(entries) > self.size:
                     del entries[next(iter(entries))]  # dicts keep insertion order: the oldest
+
+    def forget_ids(self, calculation_ids) -> None:
+        """Forget these calculations' bodies: a void made them again (emissions/voids.py)."""
+        if not calculation_ids:
+            return
+        with self._lock:
+            for calculation_id in calculation_ids:
+                self._by_id.pop(calculation_id, None)
+            # A body begins with its id (calculations.calculation_view): no need to parse it.
+            self._by_key = {key: entry for key, entry in self._by_key.items()
+                            if not any(calculation_id in entry[1][:50] for calculation_id in calculation_ids)}
 
     def forget(self) -> None:
         """Keep nothing (as a process that never saw them: another instance, or after a restart)."""

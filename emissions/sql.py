@@ -8,6 +8,7 @@ alone. unchanged_since() is the stamp a kept answer of such a read is checked ag
 """
 from __future__ import annotations
 
+import itertools
 from collections import namedtuple
 from functools import lru_cache
 from operator import attrgetter
@@ -93,9 +94,11 @@ class Insert:
     """A model's row as a named tuple (`Row`: its columns in the model's order, an automatic id left
     to the database) and the INSERT that writes one (`text`), made once from the model."""
 
-    def __init__(self, model: type[pw.Model], name: str, doc: str):
+    def __init__(self, model: type[pw.Model], name: str, doc: str, optional: Iterable[str] = ()):
         fields = [field for field in model._meta.sorted_fields if not isinstance(field, pw.AutoField)]
-        self.Row = namedtuple(name, [field.column_name for field in fields])
+        # The model's last columns named in `optional` may be left out of a Row: they are then null.
+        trailing = len(list(itertools.takewhile(lambda field: field.name in set(optional), reversed(fields))))
+        self.Row = namedtuple(name, [field.column_name for field in fields], defaults=[None] * trailing)
         self.Row.__doc__ = doc
         self._params = Params(fields)
         self.text = (f"INSERT INTO {model._meta.table_name} ({', '.join(self.Row._fields)})"
