@@ -261,3 +261,19 @@ def test_a_shipment_replaces_a_shipment_and_links_both_ways(client, acme, librar
     assert by_leg.json["error"]["code"] == "SHIPMENT_LEG"
     assert recount.verify().drifted == []
     assert Decimal(str(analytics(client, acme)["hubs"]["emissions"]["value"])) > 0
+
+
+def test_the_printable_statement_lists_the_voided_apart_with_their_reason(client, acme):
+    from emissions import workspace
+    from tests.test_workspace import PASSWORD, sign_in
+    kept = calculate(client, acme, "a", external_reference="KEPT-1")
+    voided = calculate(client, acme, "b", external_reference="WRONG-1")
+    void(client, acme, "calculations", voided["id"], reason="Wrong weight \u202e", status=422)
+    void(client, acme, "calculations", voided["id"], reason="Wrong weight on the note", status=200)
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
+    sign_in(client)
+    page = client.get("/workspace/customers/cust-1?period=all&format=statement").text
+    section = page.split('id="statement-voided"')[1].split("</table>")[0]
+    assert "WRONG-1" in section and "Wrong weight on the note" in section and "KEPT-1" not in section
+    assert "Voided, not counted" in page
+    assert kept["id"] != voided["id"]
