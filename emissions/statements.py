@@ -169,11 +169,11 @@ def _calculation_entries(customer_id: int, start: dt.date | None, end: dt.date |
     # the bodies are then read a batch at a time.
     # The voided are left out by their ids (calculation_customer_voided holds them), not by a condition
     # that would read every row the index orders.
-    voided = {calculation_id for (calculation_id,) in Calculation.select(Calculation.id).where(
-        _in_period(Calculation, customer_id, start, end, counted=False) & Calculation.voided_at.is_null(False)).tuples()}
+    period = _in_period(Calculation, customer_id, start, end, counted=False)
+    voided = {calculation_id for (calculation_id,) in Calculation.select(Calculation.id)
+              .where(period & Calculation.voided_at.is_null(False)).tuples()}
     order = (Calculation.select(Calculation.id, Calculation.activity_date, Calculation.created_at)
-             .where(_in_period(Calculation, customer_id, start, end, counted=False))
-             .order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
+             .where(period).order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
     counted = (row for row in order.iterator() if row[0] not in voided)
     for day, created_at, body, factor_name, factor_source in _bodies(counted):
         calculation = jsoncodec.loads(body)

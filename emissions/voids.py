@@ -161,7 +161,7 @@ def _answer_voided(kind: str, record, reason: str, key: str) -> Voided:
     if record.void_key == key:
         if record.void_reason != reason:
             raise IdempotencyError("This Idempotency-Key was already used with a different request body; "
-                                   f"use a new key for a new void.")
+                                   "use a new key for a new void.")
         return Voided(record.body, replayed=True)
     raise already_voided(kind, record.id)
 

@@ -5,6 +5,7 @@ import json
 from decimal import Decimal
 
 import pytest
+import requests
 
 from emissions import jsoncodec
 from emissions.models import (Calculation, CustomerPeriodRollup, CustomerRollup, OrganizationPeriodRollup, Shipment,
@@ -89,9 +90,9 @@ def test_a_voided_calculation_leaves_every_total_to_the_decimal_but_still_counts
     assert found["totals"]["emissions"]["value"] == kept["emissions"]["value"]
     assert found["totals"]["calculation_count"] == 1
     assert found["voided"] == [{"object": "calculation", "id": voided["id"], "external_reference": "shipment-1",
-                                "activity_date": "2026-04-15", "emissions": voided["emissions"] | {},
-                                "voided_at": body["voided"]["at"], "reason": "Booked twice", "replaced_by": None}
-                               | {"emissions": {"value": voided["emissions"]["value"], "unit": "kgCO2e"}}]
+                                "activity_date": "2026-04-15",
+                                "emissions": {"value": voided["emissions"]["value"], "unit": "kgCO2e"},
+                                "voided_at": body["voided"]["at"], "reason": "Booked twice", "replaced_by": None}]
     assert usage(acme) == used  # billed as calculated
 
     assert exact(client.get(f"/v1/calculations/{voided['id']}", headers=acme.headers())) == body
@@ -183,14 +184,12 @@ def test_a_shipment_s_void_voids_its_legs_and_hubs_and_a_leg_is_not_voided_alone
     assert [f["reference"] for f in found["factors"]] == ["road-default"]
     assert usage(acme) == used
     event = WebhookEvent.get(WebhookEvent.type == "shipment.voided")
-    assert json.loads(event.payload)["data"] == json.loads(json.dumps(voided, default=str)) | {} or True
     assert jsoncodec.loads(event.payload)["data"] == voided
     assert recount.verify().drifted == []
 
 
 def test_two_voids_at_once_void_once(app, acme):
     with LiveServer(app) as server:
-        import requests
         created = requests.post(f"{server.url}/v1/emissions/logistics", data=json.dumps(_logistics()),
                                 headers={**acme.headers("a"), "Content-Type": "application/json"}, timeout=30).json()
         body = json.dumps({"reason": "Booked twice"}).encode()
@@ -240,7 +239,8 @@ def test_a_replacement_voids_what_it_replaces_in_its_own_transaction(client, acm
     make_customer(acme.org, "cust-2")
     other = client.post_json("/v1/emissions/logistics", _logistics(customer_reference="cust-2", replaces=new["id"]),
                              headers=acme.headers("e"), status=422)
-    assert other.json["error"]["details"] == [{"field": "replaces", "message": "names a calculation of another customer"}]
+    assert other.json["error"]["details"] == [{"field": "replaces",
+                                               "message": "names a calculation of another customer"}]
     assert Calculation.select().count() == 2
     assert recount.verify().drifted == []
 
@@ -266,7 +266,7 @@ def test_a_shipment_replaces_a_shipment_and_links_both_ways(client, acme, librar
 def test_the_printable_statement_lists_the_voided_apart_with_their_reason(client, acme):
     from emissions import workspace
     from tests.test_workspace import PASSWORD, sign_in
-    kept = calculate(client, acme, "a", external_reference="KEPT-1")
+    calculate(client, acme, "a", external_reference="KEPT-1")
     voided = calculate(client, acme, "b", external_reference="WRONG-1")
     void(client, acme, "calculations", voided["id"], reason="Wrong weight \u202e", status=422)
     void(client, acme, "calculations", voided["id"], reason="Wrong weight on the note", status=200)
@@ -276,4 +276,3 @@ def test_the_printable_statement_lists_the_voided_apart_with_their_reason(client
     section = page.split('id="statement-voided"')[1].split("</table>")[0]
     assert "WRONG-1" in section and "Wrong weight on the note" in section and "KEPT-1" not in section
     assert "Voided, not counted" in page
-    assert kept["id"] != voided["id"]
