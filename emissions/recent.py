@@ -3,10 +3,11 @@
 A stored calculation changes only when it is voided (docs/api.md, "Corrections"), and a key stays
 bound to it for as long as it is stored (docs/api.md, "Idempotency"). The process that voids forgets
 the calculation (forget_ids); another process may answer its body as it was before the void until
-the entry leaves its cache (CALCULATION_CACHE_SIZE bounds it; docs/api.md says so). It relies on
-the database never losing a committed calculation: after restoring a backup or failing over to a
-replica that may lack the last commits, restart the instances (docs/operations.md, "PostgreSQL and
-several instances").
+the entry leaves its cache (CALCULATION_CACHE_SIZE bounds it; docs/api.md says so).
+
+It relies on the database never losing a committed calculation: after restoring a backup or
+failing over to a replica that may lack the last commits, restart the instances
+(docs/operations.md, "PostgreSQL and several instances").
 """
 from __future__ import annotations
 
