@@ -276,3 +276,21 @@ def test_the_printable_statement_lists_the_voided_apart_with_their_reason(client
     section = page.split('id="statement-voided"')[1].split("</table>")[0]
     assert "WRONG-1" in section and "Wrong weight on the note" in section and "KEPT-1" not in section
     assert "Voided, not counted" in page
+
+
+def test_a_void_in_one_serving_process_makes_the_others_forget_what_they_remember():
+    """No database: the serving processes' shared memory alone."""
+    import os
+    from emissions.recent import RecentCalculations
+    here, other = RecentCalculations(10), RecentCalculations(10)
+    here.remember(1, "test", "calc-a", '{"id":"calc-a","status":"succeeded"}', "key-a", b"raw")
+    assert here.body(1, "test", "calc-a") is not None and here.replay(1, "test", "key-a", b"raw") is not None
+    other.forget_ids(("calc-b",))  # a void in another process of the same `serve --workers`
+    assert here.body(1, "test", "calc-a") is None and here.replay(1, "test", "key-a", b"raw") is None
+    here.remember(1, "test", "calc-a", '{"id":"calc-a","status":"succeeded"}')
+    child = os.fork()
+    if child == 0:  # a forked worker voids
+        RecentCalculations(10).forget_ids(("calc-c",))
+        os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    assert here.body(1, "test", "calc-a") is None
