@@ -294,3 +294,23 @@ def test_a_void_in_one_serving_process_makes_the_others_forget_what_they_remembe
         os._exit(0)
     assert os.waitpid(child, 0)[1] == 0
     assert here.body(1, "test", "calc-a") is None
+
+
+def test_a_replacement_whose_record_is_voided_meanwhile_stores_nothing(client, acme, monkeypatch):
+    from emissions import models, voids
+    old = calculate(client, acme, "a")
+    used, rows = usage(acme), rollup_rows(acme)
+    checked = voids.replaced
+
+    def voided_after_the_check(*args):
+        record = checked(*args)  # then another request voids it, before this write commits
+        Calculation.update(voided_at=models.utcnow(), void_reason="elsewhere").where(
+            Calculation.id == record.id).execute()
+        return record
+
+    monkeypatch.setattr(voids, "replaced", voided_after_the_check)
+    refused = client.post_json("/v1/emissions/logistics", _logistics(replaces=old["id"]), headers=acme.headers("b"),
+                               status=409)
+    assert refused.json["error"]["code"] == "ALREADY_VOIDED"
+    assert Calculation.select().count() == 1 and usage(acme) == used and rollup_rows(acme) == rows
+    assert WebhookEvent.select().where(WebhookEvent.type == "calculation.voided").count() == 0
