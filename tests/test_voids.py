@@ -15,6 +15,7 @@ from tests.conftest import LiveServer, make_customer, make_key
 from tests.test_idempotency import race
 from tests.test_openapi import check_response
 from tests.test_shipments import library, post as post_shipment, worked_example  # noqa: F401 (the fixture)
+from test_statement_count import statements  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.on_both
 YEAR = "?from=2026-01-01&to=2026-12-31"
@@ -314,3 +315,19 @@ def test_a_replacement_whose_record_is_voided_meanwhile_stores_nothing(client, a
     assert refused.json["error"]["code"] == "ALREADY_VOIDED"
     assert Calculation.select().count() == 1 and usage(acme) == used and rollup_rows(acme) == rows
     assert WebhookEvent.select().where(WebhookEvent.type == "calculation.voided").count() == 0
+
+
+def test_a_void_is_reads_then_one_transaction(client, acme, statements):
+    created = calculate(client, acme, "a")
+    with statements as sent:
+        void(client, acme, "calculations", created["id"], status=200)
+    begin = sent.index("BEGIN")
+    # Before: the key's (unless cached), the record, the key among the calculations' and the shipments'
+    # voids, the record's events.
+    assert set(sent[:begin]) == {"SELECT"} and 4 <= begin <= 5
+    lock = ["SELECT"] if "postgres" in client.app.settings.database_url else []  # the customer, FOR KEY SHARE
+    # The record, the body its skipped calculation.succeeded event keeps, the rollup row, the day and month
+    # rows; the organization's day row; the empty period rows, the rollup row's edges, the empty rollup rows,
+    # the organization's empty day rows; the calculation.voided event.
+    assert sent[begin:] == ["BEGIN", *lock, "UPDATE", "UPDATE", "UPDATE", "UPDATE", "UPDATE", "INSERT", "DELETE",
+                            "UPDATE", "DELETE", "DELETE", "INSERT", "COMMIT"]
