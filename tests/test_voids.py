@@ -201,9 +201,17 @@ def test_two_voids_at_once_void_once(app, acme):
         url = f"{server.url}/v1/calculations/{created['id']}/void"
         answers = race(url, [({**acme.headers(f"void-{n}"), "Content-Type": "application/json"}, body)
                              for n in range(2)])
+        other = requests.post(f"{server.url}/v1/emissions/logistics", data=json.dumps(_logistics()),
+                              headers={**acme.headers("b"), "Content-Type": "application/json"}, timeout=30).json()
+        same_key = race(f"{server.url}/v1/calculations/{other['id']}/void",
+                        [({**acme.headers("void-same"), "Content-Type": "application/json"}, body)] * 2)
+    # One key sent twice at once: one void, and both answers are its bytes.
+    assert [answer.status_code for answer in same_key] == [200, 200]
+    assert same_key[0].content == same_key[1].content
+    assert sorted(answer.headers["Idempotent-Replayed"] for answer in same_key) == ["false", "true"]
     assert sorted(answer.status_code for answer in answers) == [200, 409]
     assert [answer.json()["error"]["code"] for answer in answers if answer.status_code == 409] == ["ALREADY_VOIDED"]
-    assert WebhookEvent.select().where(WebhookEvent.type == "calculation.voided").count() == 1
+    assert WebhookEvent.select().where(WebhookEvent.type == "calculation.voided").count() == 2
     assert CustomerRollup.select().where(CustomerRollup.customer == acme.customer.id).count() == 0
     assert recount.verify().drifted == []
 
