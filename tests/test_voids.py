@@ -216,7 +216,7 @@ def test_two_voids_at_once_void_once(app, acme):
     assert recount.verify().drifted == []
 
 
-def test_the_void_s_event_is_signed_data_and_a_skipped_event_keeps_its_body(client, acme):
+def test_the_void_s_event_carries_the_voided_record_and_a_skipped_event_keeps_its_body(client, acme):
     created = calculate(client, acme, "a")  # no endpoint: its succeeded event is skipped, keeping no body
     succeeded = WebhookEvent.get(WebhookEvent.type == "calculation.succeeded")
     assert succeeded.stored_payload == ""
