@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from emissions import auth  # noqa: E402
 from emissions import calculations  # noqa: E402
+from emissions.exports import json as views  # noqa: E402
 from emissions.rollups import recount  # noqa: E402
 from emissions import factors  # noqa: E402
 from emissions import jsoncodec  # noqa: E402
@@ -133,7 +134,7 @@ def insert_calculations(org, customer, factor_rows: dict, count: int, chunk: int
                 "cargo": {"value": cargo, "unit": "tonne"}, "distance": {"value": distance, "unit": "km"},
                 "activity": {"value": activity, "unit": "tkm"}, "emissions": {"value": emissions, "unit": "kgCO2e"},
                 "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": context,
-                                "scope3_category": calculations.SCOPE3_CATEGORY[context]},
+                                "scope3_category": views.SCOPE3_CATEGORY[context]},
                 "factor": factor_rows[mode].lineage(), "created_at": models.isoformat(now),
             })
             rows.append({

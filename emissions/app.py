@@ -15,6 +15,7 @@ from . import calculations
 from . import customers
 from . import errors
 from . import jsoncodec
+from . import lanes
 from . import listing
 from . import logs
 from . import migrations
@@ -393,6 +394,10 @@ def get_customer_statement(principal: auth.Principal, reference: str, query: dic
     return _customer_period(statements.statement, principal, reference, query)
 
 
+def get_customer_lanes(principal: auth.Principal, reference: str, query: dict) -> Reply:
+    return _customer_period(lanes.lanes, principal, reference, query)
+
+
 def list_calculations(principal: auth.Principal, query: dict) -> Reply:
     return Reply(listing.page(principal.organization_id, principal.environment, query))
 
@@ -462,6 +467,8 @@ def _routes(app: Service) -> None:
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
               scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
     app.route("/v1/customers/<reference:path>/statement", "GET", get_customer_statement,
+              scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
+    app.route("/v1/customers/<reference:path>/lanes", "GET", get_customer_lanes,
               scopes_all=("customers:read", "customer-analytics:read"), query=PERIOD)
     # `re:.*` lets an empty reference reach the handler: after authentication it is CUSTOMER_NOT_FOUND.
     app.route("/v1/customers/<reference:re:.*>", "GET", get_customer,

@@ -15,16 +15,16 @@ from . import jsoncodec
 from . import limits
 from . import store
 from . import voids
+from .exports import json as views
 from .webhooks import events as webhook_events
 from .auth import Principal
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import (ApiError, CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
                      customer_not_found, factor_not_found)
-from .models import Factor, isoformat, new_id, utcnow
+from .models import Factor, new_id, utcnow
 from .sql import decoded
 
 SIX_PLACES = Decimal("0.000001")
-SCOPE3_CATEGORY = {"upstream": 4, "downstream": 9}
 
 
 @dataclass(frozen=True)
@@ -73,36 +73,6 @@ def fingerprint(payload: dict) -> str:
     """A digest of the material payload, equal for the same data however it was written: the first
     128 bits of its SHA-256, in hexadecimal, enough to tell two bodies sent with one key apart."""
     return hashlib.sha256(jsoncodec.canonical(payload).encode()).hexdigest()[:32]
-
-
-def calculation_view(calculation_id: str, environment: str, payload: dict, customer_reference: str,
-                     activity: Decimal, emissions: Decimal, factor: Factor, created_at: dt.datetime,
-                     breakdown: tuple[Decimal, Decimal] | None = None) -> dict:
-    """The Calculation a new calculation answers and stores; `breakdown` is the emissions' (ttw, wtt), if any."""
-    context = payload["business_context"]
-    parts = {}
-    if breakdown:
-        ttw, wtt = breakdown
-        parts = {"breakdown": {"ttw": ttw, "wtt": wtt}}
-    return {
-        "id": calculation_id,
-        "external_reference": payload["external_reference"],
-        "status": "succeeded",
-        "environment": environment,
-        "customer": {"reference": customer_reference},
-        "mode": payload["mode"],
-        "activity_date": payload["activity_date"],
-        "origin": payload["origin"],
-        "destination": payload["destination"],
-        "cargo": {"value": payload["cargo"]["value"], "unit": "tonne"},
-        "distance": {"value": payload["distance"]["value"], "unit": "km"},
-        "activity": {"value": activity, "unit": "tkm"},
-        "emissions": {"value": emissions, "unit": "kgCO2e", **parts},
-        "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": context,
-                        "scope3_category": SCOPE3_CATEGORY[context]},
-        "factor": factor.lineage(),
-        "created_at": isoformat(created_at),
-    }
 
 
 def with_defaults(payload: dict) -> dict:
@@ -170,8 +140,8 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
     parts = factors.breakdown(activity, emissions, factor.ttw_value)  # (ttw, wtt) or None
     calculation_id = new_id()
     created_at = utcnow()
-    view = calculation_view(calculation_id, environment, payload, customer.reference, activity, emissions, factor,
-                            created_at, parts)
+    view = views.calculation(calculation_id, environment, payload, customer.reference, activity, emissions, factor,
+                             created_at, parts)
     body = jsoncodec.dumps(voids.linked(view, replaces=replacing.id) if replacing else view)
     ttw, wtt = parts or (None, None)
     calculation = store.NewCalculation(

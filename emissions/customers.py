@@ -27,6 +27,17 @@ def find(organization_id: int, environment: str, reference: str) -> Customer | N
                                 & (Customer.reference == reference))
 
 
+def of_organization(organization: Organization, environment: str | None = None,
+                    status: str | None = None) -> list[Customer]:
+    """The organization's customers (of one environment or status when given), by environment and reference."""
+    query = Customer.select().where(Customer.organization == organization)
+    if environment:
+        query = query.where(Customer.environment == environment)
+    if status:
+        query = query.where(Customer.status == status)
+    return list(query.order_by(Customer.environment, Customer.reference))
+
+
 # --- validation ----------------------------------------------------------------------------------
 
 def max_reference_length() -> int:

@@ -192,6 +192,11 @@ def _supersede_active(reference: str) -> None:
         (Factor.reference == reference) & (Factor.status == "active")).execute()
 
 
+def versions() -> list[Factor]:
+    """Every version of every factor, by reference then version."""
+    return list(Factor.select().order_by(Factor.reference, Factor.version))
+
+
 def get_version(reference: str, version: int) -> Factor:
     factor = Factor.get_or_none((Factor.reference == reference) & (Factor.version == version))
     if factor is None:

@@ -91,7 +91,7 @@ class RecentCalculations:
         with self._lock:
             for calculation_id in calculation_ids:
                 self._by_id.pop(calculation_id, None)
-            # A body begins with its id (calculations.calculation_view): no need to parse it.
+            # A body begins with its id (exports.json.calculation): no need to parse it.
             self._by_key = {key: entry for key, entry in self._by_key.items()
                             if not any(calculation_id in entry[1][:50] for calculation_id in calculation_ids)}
 

@@ -23,12 +23,13 @@ from . import store
 from . import voids
 from .auth import Principal
 from .webhooks import events as webhook_events
-from .calculations import SCOPE3_CATEGORY, Outcome, calculation_view, compute, factor_of_row, fingerprint, round6
+from .calculations import Outcome, compute, factor_of_row, fingerprint, round6
+from .exports import json as views
 from .config import DEFAULT_TEST_CAPACITY
 from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
                      customer_not_found, factor_not_found)
 from .db import EXACT_SUM
-from .models import HUB, VOID_COLUMNS, Factor, Shipment, ShipmentHub, isoformat, new_id, utcnow
+from .models import HUB, VOID_COLUMNS, Factor, Shipment, ShipmentHub, new_id, utcnow
 from .sql import Insert, Joined
 
 TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
@@ -234,14 +235,6 @@ def _refuse_zero(index: int, activity: Decimal, emissions: Decimal) -> None:
                              details=[{"field": f"elements[{index}]", "message": f"its {what} rounds to 0"}])
 
 
-def _emissions(emissions: Decimal, parts: tuple[Decimal, Decimal] | None) -> dict:
-    found = {"value": emissions, "unit": "kgCO2e"}
-    if parts:
-        ttw, wtt = parts
-        found["breakdown"] = {"ttw": ttw, "wtt": wtt}
-    return found
-
-
 class Chain:
     """A validated request being worked out, element by element."""
 
@@ -292,8 +285,8 @@ class Chain:
                        "distance": {"value": distance.value, "unit": "km"}, "factor_reference": factor.reference,
                        "business_context": self.payload["business_context"]}
         environment = self.principal.environment
-        body = calculation_view(calculation_id, environment, leg_payload, self.customer.reference, activity,
-                                emissions, factor, self.created_at, parts)
+        body = views.calculation(calculation_id, environment, leg_payload, self.customer.reference, activity,
+                                 emissions, factor, self.created_at, parts)
         body["shipment"] = {"id": self.shipment_id, "element_index": index}
         ttw, wtt = parts or (None, None)
         row = store.NewCalculation(
@@ -304,10 +297,8 @@ class Chain:
             cargo_tonnes=self.tonnes, distance_km=distance.value, activity_tkm=activity, emissions_kg=emissions,
             factor_id=factor.id, factor_version=factor.version, factor_value=factor.value, body=jsoncodec.dumps(body),
             created_at=self.created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
-        view = {"index": index, "type": "leg", "mode": leg["mode"], "origin": leg["origin"],
-                "destination": leg["destination"], "distance": distance.to_dict(),
-                "activity": {"value": activity, "unit": "tkm"}, "emissions": _emissions(emissions, parts),
-                "factor": factor.lineage(), "factor_default": by_default, "calculation_id": calculation_id}
+        view = views.leg(index, leg, distance.to_dict(), activity, emissions, parts, factor, by_default,
+                         calculation_id)
         return Element(index, view, factor, activity, emissions, parts, leg=row)
 
     def _hub(self, index: int, hub: dict, factor: Factor) -> Element:
@@ -320,10 +311,7 @@ class Chain:
         tonnes, emissions = compute(self.tonnes, Decimal(1), factor.value)
         _refuse_zero(index, tonnes, emissions)
         parts = factors.breakdown(tonnes, emissions, factor.ttw_value)
-        view = {"index": index, "type": "hub", "hub_type": hub["hub_type"],
-                **({"location": hub["location"]} if "location" in hub else {}),
-                "activity": {"value": tonnes, "unit": "tonne"}, "emissions": _emissions(emissions, parts),
-                "factor": factor.lineage(), "factor_default": False}
+        view = views.hub(index, hub, tonnes, emissions, parts, factor)
         return Element(index, view, factor, tonnes, emissions, parts, hub_type=hub["hub_type"])
 
     def view(self, elements: list[Element]) -> tuple[dict, dict]:
@@ -338,25 +326,12 @@ class Chain:
         with localcontext() as context:
             context.prec = 100
             intensity = round6(emissions / activity)
-        payload, cargo = self.payload, self.payload["cargo"]
-        context = payload["business_context"]
-        body = {
-            "id": self.shipment_id,
-            "external_reference": payload["external_reference"],
-            "status": "succeeded",
-            "environment": self.principal.environment,
-            "customer": {"reference": self.customer.reference},
-            "activity_date": payload["activity_date"],
-            "cargo": {**cargo, "tonnes": self.tonnes},
-            "elements": [element.view for element in elements],
-            "totals": {"activity": {"value": activity, "unit": "tkm"},
-                       "emissions": {"value": emissions, "unit": "kgCO2e",
-                                     "breakdown": {"ttw": ttw, "wtt": wtt, "unattributed": unattributed}},
-                       "intensity": {"value": intensity, "unit": "kgCO2e/tkm"}},
-            "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": context,
-                            "scope3_category": SCOPE3_CATEGORY[context]},
-            "created_at": isoformat(self.created_at),
-        }
+        totals = {"activity": {"value": activity, "unit": "tkm"},
+                  "emissions": {"value": emissions, "unit": "kgCO2e",
+                                "breakdown": {"ttw": ttw, "wtt": wtt, "unattributed": unattributed}},
+                  "intensity": {"value": intensity, "unit": "kgCO2e/tkm"}}
+        body = views.shipment(self.shipment_id, self.principal.environment, self.payload, self.customer.reference,
+                              self.tonnes, [element.view for element in elements], totals, self.created_at)
         return body, {"activity_tkm": activity, "emissions_kg": emissions, "emissions_ttw_kg": ttw,
                       "emissions_wtt_kg": wtt}
 

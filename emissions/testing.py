@@ -19,12 +19,9 @@ from pathlib import Path
 
 from waitress import wasyncore
 
-from . import auth
-from . import customers
-from . import factor_files
-from . import keys
 from . import models
 from . import organizations
+from . import sandbox
 from .db import db
 from .webhooks import delivery as webhook_delivery
 from .webhooks import endpoints as webhook_endpoints
@@ -35,10 +32,10 @@ from .serving.adaptations import close_listeners
 from .serving.server import create_server
 
 ACTOR = "sandbox"
-ENVIRONMENT = "test"
-ORGANIZATION_SLUG = "sandbox"
-DEFAULT_CUSTOMER = "demo-customer"
-ALL_SCOPES = tuple(models.SCOPES)
+ENVIRONMENT = sandbox.ENVIRONMENT
+ORGANIZATION_SLUG = sandbox.SLUG
+DEFAULT_CUSTOMER = sandbox.DEMO_CUSTOMER
+ALL_SCOPES = sandbox.ALL_SCOPES
 # A reserved name (RFC 2606) that never resolves: set so that events are pending, never sent.
 WEBHOOK_PLACEHOLDER_URL = "https://receiver.invalid/webhooks"
 
@@ -50,8 +47,10 @@ def _open_app(config: Config):
     return create_app(config)
 
 
-def _load_factor_library() -> None:
-    factor_files.load_library(actor=ACTOR)
+def _seed(customer_reference: str, customer_name: str, secret_key: str | None) -> tuple[models.Organization, str]:
+    """The organization, factor library, customer and test key, as `emissions quickstart` seeds them."""
+    return sandbox.seed(actor=ACTOR, secret_key=secret_key, key_name="sandbox", customer_reference=customer_reference,
+                        customer_name=customer_name)
 
 
 def _create_organization(slug: str, name: str) -> models.Organization:
@@ -60,13 +59,11 @@ def _create_organization(slug: str, name: str) -> models.Organization:
 
 def _create_customer(organization: models.Organization, reference: str, name: str,
                      country: str | None) -> None:
-    customers.create(organization, ENVIRONMENT, reference, name, country, actor=ACTOR)
+    sandbox.add_customer(organization, reference, name, country, actor=ACTOR)
 
 
 def _create_test_key(organization: models.Organization, scopes: list[str], name: str, secret_key: str | None) -> str:
-    _, plain = keys.create(organization, ENVIRONMENT, scopes, secret=auth.instance_secret(secret_key), name=name,
-                           actor=ACTOR)
-    return plain
+    return sandbox.new_test_key(organization, actor=ACTOR, secret_key=secret_key, name=name, scopes=scopes)
 
 
 def _set_test_endpoint(organization: models.Organization) -> None:
@@ -147,11 +144,8 @@ class Sandbox:
             self.config = Config(**{"log_requests": False, "webhook_allow_private_test": True, **settings,
                                     "database_url": f"sqlite:///{self._directory / 'sandbox.sqlite3'}"})
             self.app = _open_app(self.config)
-            _load_factor_library()
-            self._organization = _create_organization(ORGANIZATION_SLUG, "Sandbox")
+            self._organization, self.key = _seed(customer_reference, customer_name, self.config.secret_key)
             self.customer = customer_reference
-            self.add_customer(customer_reference, name=customer_name, country="GB")
-            self.key = self.add_key()
             _set_test_endpoint(self._organization)
         except BaseException:
             _close_database()

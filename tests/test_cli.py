@@ -19,7 +19,8 @@ import pytest
 import requests
 
 import emissions as package
-from emissions import cli
+from emissions import sandbox
+from emissions.cli import service as cli_service
 from emissions import factor_files
 from emissions import migrations
 from emissions import db as db_setup
@@ -368,19 +369,27 @@ def test_arguments_that_are_not_utf8_text_are_refused(fails, acme):
 # --- quickstart --------------------------------------------------------------------------------------
 
 def test_seed_sandbox_is_repeatable_and_gives_a_new_key_each_time(config, app):
-    first, second = cli.seed_sandbox(config), cli.seed_sandbox(config)
+    first, second = cli_service.seed_sandbox(config), cli_service.seed_sandbox(config)
     assert first != second and KEY_FORMAT.match(first) and KEY_FORMAT.match(second)
     assert models.Organization.select().where(models.Organization.slug == "sandbox").count() == 1
     assert models.Customer.select().where(models.Customer.reference == "demo-customer").count() == 1
     library_file = json.loads(factor_files.LIBRARY_PATH.read_text())
     library = models.Factor.select().count()
     assert library == len(library_file["factors"]) + len(library_file["aliases"]) >= 3
-    cli.seed_sandbox(config)
+    cli_service.seed_sandbox(config)
     assert models.Factor.select().count() == library
     # In the audit trail as if made by their own commands: the organization and customer once, each key.
     actions = [event.action for event in models.AuditEvent.select().order_by(models.AuditEvent.id)
                if event.action != "factor.library_loaded"]
     assert actions == ["org.created", "customer.created", "key.created", "key.created", "key.created"]
+
+
+def test_seeding_the_sandbox_is_one_transaction(config, app):
+    # The key comes last: refusing its name must leave no organization, customer, factor or audit row behind.
+    with pytest.raises(ValueError, match="name must be at most 200 characters"):
+        sandbox.seed(actor="cli", secret_key=config.secret_key, key_name="k" * 201)
+    for table in (models.Organization, models.Customer, models.Factor, models.ApiKey, models.AuditEvent):
+        assert table.select().count() == 0, table.__name__
 
 
 def parse_curl(text: str) -> tuple[str, dict, str]:
@@ -392,16 +401,17 @@ def parse_curl(text: str) -> tuple[str, dict, str]:
 
 
 def expected_demo_emissions() -> float:
-    factor = models.Factor.get((models.Factor.reference == cli.QUICKSTART_FACTOR) & (models.Factor.status == "active"))
+    factor = models.Factor.get((models.Factor.reference == sandbox.QUICKSTART_FACTOR)
+                               & (models.Factor.status == "active"))
     value = Fraction(4000) * Fraction(factor.value)  # 12.5 t x 320 km
     return float(Decimal(value.numerator) / Decimal(value.denominator))  # 6 places or fewer: exact enough
 
 
 def test_the_printed_curl_command_works_against_a_real_server(config, app):
-    key = cli.seed_sandbox(config)
+    key = cli_service.seed_sandbox(config)
     with LiveServer(app) as server:
         port = int(server.url.rsplit(":", 1)[1])
-        text = cli.quickstart_curl(key, "0.0.0.0", port)
+        text = cli_service.quickstart_curl(key, "0.0.0.0", port)
         url, headers, body = parse_curl(text)
         assert url == f"http://127.0.0.1:{port}/v1/emissions/logistics"
         response = requests.post(url, data=body.encode(), headers=headers, timeout=10)

@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from emissions import backup
-from emissions import cli
+from emissions.cli import service as cli_service
+from emissions.config import Config
 from emissions import migrations
 from emissions import db as db_setup
 from emissions import models
@@ -413,11 +414,11 @@ def test_an_attempt_answered_with_an_error_status_records_it_as_one_phrase(clien
 
 def test_serve_warns_once_when_secret_key_is_unset_while_live_keys_exist(ok, emissions, capsys):
     ok("org", "create", "--name", "Acme", "--slug", "acme")
-    config = cli.Config.from_env()
-    cli.warn_about_secret(config)
+    config = Config.from_env()
+    cli_service.warn_about_secret(config)
     assert capsys.readouterr().err == ""
     ok("key", "create", "--org", "acme", "--env", "live", "--scopes", "emissions:read")
-    cli.warn_about_secret(config)
+    cli_service.warn_about_secret(config)
     assert capsys.readouterr().err.count("SECRET_KEY is unset while 1 live API keys exist") == 1
-    cli.warn_about_secret(config.with_(secret_key="k" * 32))
+    cli_service.warn_about_secret(config.with_(secret_key="k" * 32))
     assert capsys.readouterr().err == ""

@@ -76,6 +76,16 @@ def test_the_workspace_calculations_csv(client, hostile, acme):
         assert same_text(row[header.index("external_reference")], hostile[row[0]])
 
 
+def test_the_workspace_calculations_csv_lists_the_statement_csv_s_rows(client, hostile, acme):
+    """One row type for both files: the same header, and each calculation's row the same in each."""
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
+    sign_in(client)
+    listed = read_back(client.get("/workspace/calculations.csv", {"period": "all"}).text)
+    stated = read_back(client.get("/workspace/customers/cust-1", {"period": "all", "format": "csv"}).text)
+    assert listed[0] == stated[0]
+    assert len(listed) == 1 + len(HOSTILE) and sorted(listed[1:]) == sorted(stated[1:])
+
+
 def statement_checks(text: str, hostile: dict) -> None:
     rows = read_back(text)
     header = rows[0]

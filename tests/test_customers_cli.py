@@ -9,7 +9,8 @@ from decimal import Decimal
 import peewee as pw
 import pytest
 
-from emissions import cli
+from emissions.cli import analytics as cli_analytics
+from emissions.cli.render import ProgressBar
 from emissions import analytics as customer_analytics
 from emissions.rollups import recount
 from emissions import customers
@@ -310,7 +311,7 @@ def test_verify_reports_drift_with_expected_and_stored_and_rebuild_repairs_it(ru
                           last_activity_date=damaged.last_activity_date)
 
     status, out, err = run("analytics", "verify", "--json")
-    assert status == cli.DRIFT_EXIT_STATUS == 3
+    assert status == cli_analytics.DRIFT_EXIT_STATUS == 3
     assert err == "emissions: analytics drift in 2 customer(s); `emissions analytics rebuild` repairs it\n"
     report = json.loads(out)
     assert (report["customers"], report["calculations"]) == (4, 5)
@@ -404,7 +405,7 @@ def test_the_progress_bar_is_drawn_on_stderr_when_asked(run, client, acme):
 
 def test_the_progress_bar_redraws_at_most_a_thousand_times():
     stream = io.StringIO()
-    bar = cli.ProgressBar(250_000, "calculations", stream=stream, width=10)
+    bar = ProgressBar(250_000, "calculations", stream=stream, width=10)
     for _ in range(250_000 // 50):
         bar.advance(50)
     bar.finish()
@@ -413,7 +414,7 @@ def test_the_progress_bar_redraws_at_most_a_thousand_times():
     assert "[#####.....]  50.0%  125,000/250,000 calculations" in frames
     assert frames[-1] == "[##########] 100.0%  250,000/250,000 calculations\n"
     empty = io.StringIO()
-    cli.ProgressBar(0, "calculations", stream=empty).finish()
+    ProgressBar(0, "calculations", stream=empty).finish()
     assert empty.getvalue().endswith("100.0%  0/0 calculations\n")
 
 

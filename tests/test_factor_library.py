@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from emissions import audit
-from emissions import cli
+from emissions import sandbox
+from emissions.cli import service as cli_service
 from emissions.rollups import recount
 from emissions import factor_files
 from emissions import factors
@@ -174,9 +175,9 @@ def test_a_retired_library_reference_stays_retired_and_a_private_one_is_left_to_
 
 
 def test_quickstart_seeds_the_whole_library(config, app):
-    cli.seed_sandbox(config)
+    cli_service.seed_sandbox(config)
     assert models.Factor.select().count() == 128  # 127 rows and one alias
-    assert models.Factor.get(models.Factor.reference == cli.QUICKSTART_FACTOR).ttw_id == "27_304_3140_14_1"
+    assert models.Factor.get(models.Factor.reference == sandbox.QUICKSTART_FACTOR).ttw_id == "27_304_3140_14_1"
 
 
 # --- answers with parts ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from emissions import cli
+from emissions.cli import service as cli_service
 from emissions import migrations
 from emissions import db as db_setup
 from emissions import models
@@ -152,5 +152,5 @@ def test_migrate_then_org_list_on_an_unmigrated_postgres_schema(tmp_path):
 ])
 def test_the_sign_in_command_is_the_emissions_command_as_it_was_typed(monkeypatch, program, expected):
     monkeypatch.setattr("sys.argv", [program, "quickstart"])
-    assert cli.sign_in_command() == (expected.format(python=sys.executable)
+    assert cli_service.sign_in_command() == (expected.format(python=sys.executable)
                                      + " user create --org sandbox --email you@example.com")

@@ -16,6 +16,7 @@ from emissions import calculations
 from emissions import jsoncodec
 from emissions import models
 from emissions import schemas
+from emissions.exports import json as views
 from emissions.webhooks import events as webhook_events
 from emissions.app import UUID_PATTERN
 from conftest import post_calculation, record_statements
@@ -205,7 +206,7 @@ def test_the_calculation_body_keeps_the_api_s_key_order_and_exact_numbers_for_ev
         inputs = (models.new_id(), pick(ENVIRONMENTS, index), payload, pick(TEXTS, index),
                   pick(DECIMALS, index), pick(DECIMALS, index + 3), factor, pick(MOMENTS, index),
                   pick(BREAKDOWNS, index))
-        text = jsoncodec.dumps(calculations.calculation_view(*inputs))
+        text = jsoncodec.dumps(views.calculation(*inputs))
         parsed = jsoncodec.loads(text)
         assert text == jsoncodec.dumps(parsed), text
         assert in_order(parsed) == in_order(expected_body(*inputs[:6], jsoncodec.dumps(factor.lineage()),
@@ -215,9 +216,8 @@ def test_the_calculation_body_keeps_the_api_s_key_order_and_exact_numbers_for_ev
 # --- the webhook event -----------------------------------------------------------------------------
 
 def test_the_event_payload_carries_the_data_text_as_it_is(payloads):
-    data_texts = [jsoncodec.dumps(calculations.calculation_view(models.new_id(), "test", payload, "cust-1",
-                                                                Decimal("4000"), Decimal("500.88"), FACTORS[0],
-                                                                MOMENTS[0]))
+    data_texts = [jsoncodec.dumps(views.calculation(models.new_id(), "test", payload, "cust-1", Decimal("4000"),
+                                                    Decimal("500.88"), FACTORS[0], MOMENTS[0]))
                   for payload in payloads[::40]] + [jsoncodec.dumps({"error": 'a "quoted" \\ \u0001 é \U0001F69A'})]
     for index, data_json in enumerate(data_texts):
         environment, event_type = pick(ENVIRONMENTS, index), pick(["calculation.succeeded", "calculation.failed"],

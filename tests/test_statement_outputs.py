@@ -159,6 +159,9 @@ def test_every_statement_output_adds_up_to_its_totals_with_the_hubs(client, acme
     sign_in(client)
     printable = client.get("/workspace/customers/cust-1", {"from": NOVEMBER[0], "to": NOVEMBER[1],
                                                            "format": "statement"}).text
+    # Both pages say the method and its sources in the same words (one partial, statement_method.tpl).
+    method = re.compile(r"<p>(ISO 14083:2023, well-to-wheel .*?|Source: .*?)</p>")
+    assert method.findall(printable) == method.findall(page) and len(method.findall(page)) >= 2
     tables = dict(Tables(printable).tables)
     modes = tables["statement-modes"][1:]
     assert [row[0][0] for row in modes] == ["Road", "Sea", "Hubs (6, 120.00 t handled)"]

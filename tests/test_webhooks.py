@@ -14,6 +14,7 @@ import pytest
 from emissions import cli
 from emissions import models
 from emissions import scheduler
+from emissions import schemas
 from emissions.webhooks import delivery as webhook_delivery
 from emissions.webhooks import endpoints as webhook_endpoints
 from emissions.webhooks import events as webhook_events
@@ -324,6 +325,20 @@ def test_events_are_skipped_without_an_enabled_endpoint_and_pending_with_one(cli
     statuses = [event.delivery_status for event in WebhookEvent.select().order_by(WebhookEvent.created_at)]
     assert sorted(statuses) == ["pending", "skipped", "skipped"]
     assert WebhookEvent.get(WebhookEvent.delivery_status == "pending").payload.count('"s-3"') == 1
+
+
+def test_a_test_event_s_data_is_a_calculation_as_the_api_answers_it(acme):
+    """Built by the one calculation view: its factor's lineage has every field a real calculation's has."""
+    webhook_endpoints.set_endpoint(acme.org.id, "test", "http://127.0.0.1:9/hook", actor="test",
+                                   allow_private_test=True)
+    event = webhook_events.send_test_event(acme.org.id, "test", actor="test")
+    data = json.loads(event.payload)["data"]
+    assert data.pop("test_event") is True
+    assert list(schemas.validator("Calculation").iter_errors(data)) == []
+    real = models.Factor.get(models.Factor.reference == "road-default")
+    assert list(data["factor"]) == list(real.lineage()) and data["factor"]["radiative_forcing"] is None
+    assert (data["external_reference"], data["customer"], data["emissions"]) == (
+        "test-event", {"reference": "test-customer"}, {"value": 0, "unit": "kgCO2e"})
 
 
 # --- the CLI --------------------------------------------------------------------------------

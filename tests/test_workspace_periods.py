@@ -11,6 +11,7 @@ import pytest
 from emissions import jsoncodec
 from emissions import statements
 from emissions import workspace
+from emissions.exports import csv as export_csv
 from emissions.workspace import insights
 from conftest import make_customer
 from test_periods import shipped  # noqa: F401 (the fixture)
@@ -130,8 +131,8 @@ def test_the_csv_download_is_the_statement_csv_of_the_period(client, signed_in, 
     assert download.headers["Content-Type"].startswith("text/csv")
     assert download.headers["Content-Disposition"] == \
         'attachment; filename="statement-cust-1-test-2026-09-01-to-2026-10-31.csv"'
-    expected = statements.as_csv(statements.calculation_rows(
-        signed_in.org.id, "test", "cust-1", dt.date(2026, 9, 1), dt.date(2026, 10, 31)))
+    expected = "".join(export_csv.calculations(statements.calculation_rows(
+        signed_in.org.id, "test", "cust-1", dt.date(2026, 9, 1), dt.date(2026, 10, 31))))
     assert download.text == expected
     assert len(expected.strip().split("\n")) == 1 + 7  # the header and the seven shipments of September-October
     page = client.get("/workspace/customers/cust-1", {"from": "2026-09-01", "to": "2026-10-31"})

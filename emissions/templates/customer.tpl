@@ -91,6 +91,36 @@
   </form>
 </section>
 </div>
+<section class="panel" aria-labelledby="lanes-title">
+  <div class="panelhead"><h2 id="lanes-title">Top lanes</h2><p class="muted small">By emissions in this period{{' · the top %d of %d' % (len(lanes), lane_count) if lane_count > len(lanes) else ''}} · a shipment from its first leg's origin to its last leg's destination, its hubs included · <code>GET {{lanes_api_path}}</code></p></div>
+% if lanes:
+%   unit = co2e_unit(*[lane['emissions']['value'] for lane in lanes])
+  <div class="tablewrap"><table id="lanes">
+    <thead><tr><th scope="col">From</th><th scope="col">To</th><th scope="col">Modes</th><th scope="col" class="num">Shipments</th><th scope="col" class="num wide">Single calculations</th><th scope="col" class="num">Activity</th><th scope="col" class="num">Emissions <span class="unit">{{unit.name}}</span></th><th scope="col" class="num wide">Intensity</th></tr></thead>
+    <tbody>
+%   for lane in lanes:
+      <tr data-lane="{{lane['origin']['key']}} {{lane['destination']['key']}}">
+%     for end in (lane['origin'], lane['destination']):
+        <td><bdi>{{end['code'] or end['country'] or 'unknown'}}</bdi>
+%       if end['code'] and end['country']:
+          <span class="muted small"><bdi>{{end['country']}}</bdi></span>
+%       elif end['country']:
+          <span class="muted small">(country)</span>
+%       end
+        </td>
+%     end
+        <td>
+%     for mode in lane['by_mode']:
+          <span class="mode mode-{{mode.lower()}}">{{mode.title()}}</span>
+%     end
+          {{'+ hubs' if lane.get('hubs') else ''}}</td>
+        <td class="num">{{number(lane['shipment_count'])}}</td><td class="num wide">{{number(lane['calculation_count'])}}</td><td class="num">{{kg(lane['activity']['value'])}} tkm</td><td class="num" data-value="{{plain(lane['emissions']['value'])}}">{{unit.number(lane['emissions']['value'])}}</td><td class="num wide">{{kg(lane['intensity']['value'])}} gCO2e/tkm</td></tr>
+%   end
+    </tbody></table></div>
+% else:
+  <p class="muted">No lanes in this period.</p>
+% end
+</section>
 <section class="panel" aria-labelledby="recent-title">
   <div class="panelhead"><h2 id="recent-title">Recent calculations</h2><a class="small" href="/workspace/calculations?customer={{customer['reference']}}">View all</a></div>
 % if recent:

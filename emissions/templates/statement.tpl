@@ -65,10 +65,7 @@
 <section aria-labelledby="method-title">
   <h2 id="method-title">Method and sources</h2>
 % method = statement['methodology']
-  <p>{{method['standard']}}, well-to-wheel ({{method['boundary']}}). {{method['description']}}</p>
-% for publication in method['publications']:
-  <p>Source: {{publication.get('title', '')}}, {{publication.get('publisher', '')}} {{publication.get('year', '')}}.</p>
-% end
+% include('statement_method.tpl', method=method)
   <p class="small">TTW (tank-to-wheel) and WTT (well-to-tank) are the parts of the calculations whose factor gives them; "not split" is the emissions of calculations whose factor gives only the well-to-wheel total. Each table gives its emissions in one unit, named in its header: tonnes (t CO2e) where its largest value is 1,000 kg or more, else kgCO2e; the exact values, to 6 decimal places, are in the CSV and the API.</p>
 </section>
 </body>

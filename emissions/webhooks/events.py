@@ -13,8 +13,10 @@ import peewee as pw
 from .. import audit
 from .. import jsoncodec
 from .. import store
+from ..exports import json as views
 from ..db import db
-from ..models import ENVIRONMENTS, Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat, new_id, utcnow
+from ..models import (ENVIRONMENTS, Factor, Organization, WebhookAttempt, WebhookEndpoint, WebhookEvent, isoformat,
+                      new_id, utcnow)
 from .endpoints import WebhookError, endpoint_for, endpoint_join
 
 
@@ -118,6 +120,14 @@ def redeliver(event_id: str, *, actor: str) -> WebhookEvent:
     return WebhookEvent.get_by_id(event_id)
 
 
+# What a test event's calculation is made of: test data that no receiver could take for a booking.
+TEST_PAYLOAD = {"external_reference": "test-event", "mode": "ROAD", "origin": {"label": "Test origin"},
+                "destination": {"label": "Test destination"}, "cargo": {"value": 1}, "distance": {"value": 100},
+                "business_context": "upstream"}
+TEST_FACTOR = Factor(reference="test-factor", version=1, name="Test factor", source="Workspace test event",
+                     region=None, mode="ROAD", valid_from=None, valid_to=None)
+
+
 def send_test_event(organization_id: int, environment: str, *, actor: str) -> WebhookEvent:
     """Queue a calculation.succeeded event made of test data, marked `"test_event": true` in its
     data, for the test endpoint (never live: a live receiver would book it), with its audit event.
@@ -129,17 +139,9 @@ def send_test_event(organization_id: int, environment: str, *, actor: str) -> We
     if endpoint is None or endpoint.status != "enabled":
         raise WebhookError("no enabled test endpoint to send to")
     now = utcnow()
-    data = jsoncodec.dumps({
-        "id": new_id(), "external_reference": "test-event", "status": "succeeded", "environment": "test",
-        "customer": {"reference": "test-customer"}, "mode": "ROAD", "activity_date": now.date().isoformat(),
-        "origin": {"label": "Test origin"}, "destination": {"label": "Test destination"},
-        "cargo": {"value": 1, "unit": "tonne"}, "distance": {"value": 100, "unit": "km"},
-        "activity": {"value": 100, "unit": "tkm"}, "emissions": {"value": 0, "unit": "kgCO2e"},
-        "methodology": {"standard": "ISO 14083:2023", "boundary": "WTW", "business_context": "upstream",
-                        "scope3_category": 4},
-        "factor": {"reference": "test-factor", "version": 1, "name": "Test factor", "source": "Workspace test event",
-                   "region": None, "mode": "ROAD", "unit": "kgCO2e/tkm", "valid_from": None, "valid_to": None},
-        "created_at": isoformat(now), "test_event": True})
+    payload = {**TEST_PAYLOAD, "activity_date": now.date().isoformat()}
+    data = jsoncodec.dumps({**views.calculation(new_id(), "test", payload, "test-customer", 100, 0, TEST_FACTOR, now),
+                            "test_event": True})
     with db.atomic():
         event = record_event(organization_id, environment, "calculation.succeeded", data)
         audit.record("event.test_sent", event.id, actor=actor, organization=organization_id, environment=environment)

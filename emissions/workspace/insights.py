@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import io
 import json
 import re
 from dataclasses import dataclass
@@ -19,16 +18,16 @@ from decimal import Decimal
 import peewee as pw
 
 from .. import clock
-from .. import csvfile
 from .. import jsoncodec
 from .. import limits
 from .. import periods
 from .. import statements
+from ..exports import csv as export_csv
+from ..exports.rows import CALCULATION_COLUMNS, CALCULATION_NUMBERS, CalculationRow
 from ..figures import co2e_text, co2e_unit, number_text  # noqa: F401 (the pages' helpers)
-from ..jsoncodec import decimal_text
 from ..db import EXACT_SUM, exact_sum
 from ..models import (HUB, Calculation, Customer, CustomerRollup, Factor, Organization, OrganizationPeriodRollup,
-                      Shipment, WebhookAttempt, WebhookEvent, isoformat)
+                      Shipment, WebhookAttempt, WebhookEvent)
 
 PAGE_SIZE = 50
 CSV_BATCH = 1000
@@ -261,36 +260,31 @@ def recent(organization_id: int, environment: str, filters: Filters, size: int) 
 MAX_LEGS = 10  # a shipment's elements are at most 10
 
 
-CSV_COLUMNS = ("id", "created_at", "environment", "customer_reference", "external_reference", "mode",
-               "business_context", "activity_date", "cargo_tonnes", "distance_km", "activity_tkm",
-               "emissions_kgco2e", "factor_reference", "factor_version")
-CSV_NUMERIC_COLUMNS = tuple(CSV_COLUMNS.index(name) for name in (
-    "cargo_tonnes", "distance_km", "activity_tkm", "emissions_kgco2e", "factor_version"))
+CSV_COLUMNS = CALCULATION_COLUMNS  # the statement CSV's columns (exports/rows.py)
 
 
 def csv_lines(organization_id: int, environment: str, filters: Filters):
     """The filtered list as CSV text, a batch at a time (keyset: memory stays flat at any size)."""
-    buffer = io.StringIO()
-    writer = csvfile.Writer(buffer, numeric_columns=CSV_NUMERIC_COLUMNS)
-    writer.writerow(CSV_COLUMNS)
-    yield buffer.getvalue()
+    return export_csv.batches(CALCULATION_COLUMNS, CALCULATION_NUMBERS, _csv_batches(organization_id, environment,
+                                                                                      filters))
+
+
+def _csv_batches(organization_id: int, environment: str, filters: Filters):
+    """The filtered calculations as rows (exports/rows.py), CSV_BATCH at a time, newest first."""
     query = _filtered(organization_id, environment, filters)
+    if query is None:
+        return
+    # The row is built from the stored body, as the statement's are, so the two files list the same columns.
+    query = query.select(Calculation.id, Calculation.created_at, Calculation.body,
+                         Factor.name.alias("factor_name"), Factor.source.alias("factor_source"))
     cursor = None
-    while query is not None:
-        rows = list(_after(query, cursor).limit(CSV_BATCH).objects())
-        buffer.seek(0)
-        buffer.truncate()
-        for row in rows:
-            writer.writerow((row.id, isoformat(row.created_at), environment, row.customer_reference,
-                             row.external_reference, row.mode, row.business_context,
-                             row.activity_date.isoformat(), *(decimal_text(value) for value in (
-                                 row.cargo_tonnes, row.distance_km, row.activity_tkm, row.emissions_kg)),
-                             row.factor_reference, row.factor_version))
-        if rows:
-            yield buffer.getvalue()
-        if len(rows) < CSV_BATCH:
-            break
-        cursor = (rows[-1].created_at, rows[-1].id)
+    while True:
+        found = list(_after(query, cursor).limit(CSV_BATCH).objects())
+        yield [CalculationRow.of_calculation(jsoncodec.loads(row.body), row.factor_name, row.factor_source)
+               for row in found]
+        if len(found) < CSV_BATCH:
+            return
+        cursor = (found[-1].created_at, found[-1].id)
 
 
 # --- one calculation -------------------------------------------------------------------------------
@@ -497,8 +491,8 @@ def months_by_mode(organization_id: int, environment: str, reference: str, found
 
 def statement_csv_lines(organization_id: int, environment: str, reference: str, period: Period):
     """The period's statement CSV (statements.py's columns and rows), through the one CSV writer."""
-    return statements.csv_lines(statements.calculation_rows(organization_id, environment, reference,
-                                                            period.start, period.end))
+    return export_csv.calculations(statements.calculation_rows(organization_id, environment, reference,
+                                                               period.start, period.end))
 
 
 def statement_file_name(reference: str, environment: str, period: Period) -> str:

@@ -7,6 +7,7 @@ from urllib.parse import quote, urlencode
 import bottle
 
 from ... import customers
+from ... import lanes
 from ... import statements
 from .. import chart
 from .. import insights
@@ -15,6 +16,7 @@ from ..rendering import customer_path, pretty_json, query_parameter, redirect, r
 from ..session import Pages, field, form_post, signed_in
 
 CUSTOMERS_PAGE = 100
+TOP_LANES = 5
 
 
 class CustomerPages(Pages):
@@ -72,9 +74,14 @@ class CustomerPages(Pages):
                                    found["analytics"]["calculation_count"], period.start, period.end)
         months = insights.months_by_mode(org.id, environment, reference, found, period)
         base = customer_path(reference) + "?" + urlencode(period.query())
+        found_lanes = lanes.lanes(org.id, environment, reference, period.start, period.end)
         return render("customer", 400 if problems else status, title=found["name"], customer=found,
                       analytics=found["analytics"], counts=counts, period=period, choices=insights.PERIOD_CHOICES,
                       problems=problems, chart=chart.monthly_stacked(months),
+                      lanes=found_lanes["lanes"][:TOP_LANES], lane_count=found_lanes["lane_count"],
+                      lanes_api_path=f"/v1/customers/{quote(reference, safe='')}/lanes"
+                                     + ("?" + urlencode({k: v for k, v in found["analytics"]["period"].items() if v})
+                                        if period.start or period.end else ""),
                       csv_url=base + "&format=csv", statement_url=base + "&format=statement",
                       api_path=f"/v1/customers/{quote(reference, safe='')}/emissions"
                                + ("?" + urlencode({k: v for k, v in found["analytics"]["period"].items() if v})
