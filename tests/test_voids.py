@@ -291,6 +291,65 @@ def test_the_printable_statement_lists_the_voided_apart_with_their_reason(client
     assert "Voided, not counted" in page
 
 
+@pytest.fixture
+def corrected(client, acme, library):  # noqa: F811 (library is the fixture)
+    """A kept calculation, a voided one and a voided shipment (its legs and hubs with it), as GET shows them."""
+    kept = calculate(client, acme, "a", external_reference="KEPT-1")
+    wrong = calculate(client, acme, "b", external_reference="WRONG-1")
+    shipment = exact(post_shipment(client, acme, worked_example(external_reference="WRONG-SHIP"), key="s1",
+                                   status=201))
+    wrong = exact(void(client, acme, "calculations", wrong["id"], key="v1", reason="Wrong weight on the note",
+                       status=200))
+    shipment = exact(void(client, acme, "shipments", shipment["id"], key="v2", reason="Booked twice", status=200))
+    return kept, wrong, shipment
+
+
+def test_the_cli_s_html_statement_lists_the_voided_as_the_printable_statement_does(client, acme, corrected,
+                                                                                    emissions):
+    from emissions import workspace
+    from tests.test_statement_outputs import Tables
+    from tests.test_workspace import PASSWORD, sign_in
+    kept, wrong, shipment = corrected
+    status, page, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
+                                  "--format", "html")
+    assert (status, err) == (0, "")
+    listed = dict(Tables(page).tables)["statement-voided"]
+    assert [[text for text, _ in row] for row in listed] == [
+        ["Record", "Reference", "Activity date", "kgCO2e", "Voided", "Reason"],
+        *sorted([["calculation", "WRONG-1", wrong["activity_date"], jsoncodec.decimal_text(wrong["emissions"]["value"]),
+                  wrong["voided"]["at"][:10], "Wrong weight on the note"],
+                 ["shipment", "WRONG-SHIP", shipment["activity_date"],
+                  jsoncodec.decimal_text(shipment["totals"]["emissions"]["value"]), shipment["voided"]["at"][:10],
+                  "Booked twice"]], key=lambda row: (row[2], row[0] != "calculation"))]
+    assert "Voided, not counted" in page and "KEPT-1" not in page.split('id="statement-voided"')[1]
+    # The workspace's printable statement says it in the same words (one partial, statement_voided.tpl).
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
+    sign_in(client)
+    printable = client.get("/workspace/customers/cust-1?period=all&format=statement").text
+
+    def section(text: str) -> str:
+        return text.split('<section aria-labelledby="voided-title">')[1].split("</section>")[0]
+    assert section(printable) == section(page)
+
+
+def test_the_statement_csv_leaves_the_voided_out_and_adds_up_to_the_totals(client, acme, corrected, emissions,
+                                                                           tmp_path):
+    import csv
+    kept, wrong, shipment = corrected
+    path = tmp_path / "statement.csv"
+    status, _, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
+                               "--format", "csv", "--output", str(path))
+    assert (status, err) == (0, "")
+    rows = list(csv.DictReader(path.open(newline="")))
+    assert [(row["calculation_id"], row["shipment_id"]) for row in rows] == [(kept["id"], "")]
+    totals = statement(client, acme, "")["totals"]
+    assert Decimal(rows[0]["emissions_kgco2e"]) == totals["emissions"]["value"] == kept["emissions"]["value"]
+    status, text, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1")
+    assert [(entry["object"], entry["id"]) for entry in json.loads(text)["voided"]] == sorted(
+        [("calculation", wrong["id"]), ("shipment", shipment["id"])],
+        key=lambda entry: (wrong if entry[1] == wrong["id"] else shipment)["activity_date"])
+
+
 def test_a_void_in_one_serving_process_makes_the_others_forget_what_they_remember():
     """No database: the serving processes' shared memory alone."""
     import os

@@ -52,16 +52,7 @@
 % end
   </tbody></table>
 </section>
-% if statement.get('voided'):
-<section aria-labelledby="voided-title">
-  <h2 id="voided-title">Voided, not counted</h2>
-  <table id="statement-voided"><thead><tr><th scope="col">Record</th><th scope="col">Reference</th><th scope="col">Activity date</th><th scope="col" class="num">kgCO2e</th><th scope="col">Voided</th><th scope="col">Reason</th></tr></thead><tbody>
-%   for record in statement['voided']:
-  <tr><td>{{record['object']}}</td><td class="break"><bdi>{{record['external_reference']}}</bdi></td><td>{{record['activity_date']}}</td><td class="num">{{plain(record['emissions']['value'])}}</td><td>{{record['voided_at'][:10]}}</td><td class="break"><bdi>{{record['reason']}}</bdi></td></tr>
-%   end
-  </tbody></table>
-</section>
-% end
+% include('statement_voided.tpl', voided=statement.get('voided'), amount=plain)
 <section aria-labelledby="method-title">
   <h2 id="method-title">Method and sources</h2>
 % method = statement['methodology']
