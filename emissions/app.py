@@ -27,6 +27,7 @@ from . import schemas
 from . import shipments
 from . import statements
 from . import store
+from . import voids
 from . import workspace
 from .config import Config
 from .db import bind, db
@@ -305,6 +306,7 @@ def calculate_logistics(principal: auth.Principal) -> Reply:
     key = idempotency_key()
     outcome = calculations.calculate(principal, validate("LogisticsRequest", body), key, request_id=_request_id(),
                                      test_capacity=service.settings.test_capacity)
+    service.recent.forget_ids(outcome.changed)
     service.recent.remember(organization_id, environment, outcome.calculation_id, outcome.body, key, raw)
     return Reply(outcome.body, 200 if outcome.replayed else 201,
                  {"Idempotent-Replayed": "true" if outcome.replayed else "false"})
@@ -328,6 +330,7 @@ def create_shipment(principal: auth.Principal) -> Reply:
     key = idempotency_key()
     outcome = shipments.create(principal, validate("ShipmentRequest", body), key, request_id=_request_id(),
                                test_capacity=bottle.request.app.settings.test_capacity)
+    bottle.request.app.recent.forget_ids(outcome.changed)
     return Reply(outcome.body, 200 if outcome.replayed else 201,
                  {"Idempotent-Replayed": "true" if outcome.replayed else "false"})
 
@@ -336,6 +339,30 @@ def get_shipment(principal: auth.Principal, shipment_id: str) -> Reply:
     if not UUID_PATTERN.match(shipment_id):
         raise NotFound("No shipment with this id exists.")
     return Reply(shipments.get(principal, shipment_id))
+
+
+def _void(kind: str, principal: auth.Principal, record_id: str) -> Reply:
+    """POST .../{id}/void (docs/api.md, "Corrections")."""
+    if bottle.request.environ.get("emissions.idempotency_keys", 1) > 1:  # counted by server.CountingParser
+        raise InvalidRequest("Send one Idempotency-Key header, not several.")
+    if not UUID_PATTERN.match(record_id):
+        raise voids.not_found(kind)
+    body = parse_json_object(read_body())
+    key = idempotency_key()
+    details = schemas.validation_details("VoidRequest", body)  # no activity to bound (validate's bounds)
+    if details:
+        raise InvalidRequest(schemas.summary(details), status=422, details=details)
+    voided = voids.void(principal, kind, record_id, body["reason"], key)
+    bottle.request.app.recent.forget_ids(voided.changed)
+    return Reply(voided.body, 200, {"Idempotent-Replayed": "true" if voided.replayed else "false"})
+
+
+def void_shipment(principal: auth.Principal, shipment_id: str) -> Reply:
+    return _void(voids.SHIPMENT, principal, shipment_id)
+
+
+def void_calculation(principal: auth.Principal, calculation_id: str) -> Reply:
+    return _void(voids.CALCULATION, principal, calculation_id)
 
 
 def list_shipments(principal: auth.Principal, query: dict) -> Reply:
@@ -430,6 +457,9 @@ def _routes(app: Service) -> None:
     app.route("/v1/shipments", "POST", create_shipment, scopes_all=CALCULATING, query=parameters.NONE)
     app.route("/v1/shipments", "GET", list_shipments, scopes_any=READING, query=SHIPMENT_LISTING)
     app.route("/v1/shipments/<shipment_id>", "GET", get_shipment, scopes_any=READING, query=parameters.NONE)
+    app.route("/v1/shipments/<shipment_id>/void", "POST", void_shipment, scopes_all=CALCULATING, query=parameters.NONE)
+    app.route("/v1/calculations/<calculation_id>/void", "POST", void_calculation, scopes_all=CALCULATING,
+              query=parameters.NONE)
     app.route("/v1/customers/<reference:path>/emissions", "GET", get_customer_emissions,
               scopes_all=ANALYTICS, query=PERIOD)
     app.route("/v1/customers/<reference:path>/statement", "GET", get_customer_statement,

@@ -14,6 +14,7 @@ from . import factors
 from . import jsoncodec
 from . import limits
 from . import store
+from . import voids
 from .exports import json as views
 from .webhooks import events as webhook_events
 from .auth import Principal
@@ -33,6 +34,7 @@ class Outcome:
     calculation_id: str
     body: str
     replayed: bool
+    changed: tuple[str, ...] = ()  # the ids of the calculations a replacement voided (voids.py)
 
 
 def round6(value: Decimal) -> Decimal:
@@ -122,6 +124,9 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
                                "with new calculations.", code="CUSTOMER_ACCESS_DENIED")
     if factor_row is None:
         raise factor_not_found("factor_reference")
+    replacing = None
+    if "replaces" in payload:  # only then: a calculation that replaces nothing sends no more statements
+        replacing = voids.replaced(voids.CALCULATION, principal, payload["replaces"], customer.id)
     factor = factor_of_row(factor_row)
     activity_date = dt.date.fromisoformat(payload["activity_date"])
     reason = factor.applies_to(payload["mode"], activity_date)
@@ -135,8 +140,9 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
     parts = factors.breakdown(activity, emissions, factor.ttw_value)  # (ttw, wtt) or None
     calculation_id = new_id()
     created_at = utcnow()
-    body = jsoncodec.dumps(views.calculation(calculation_id, environment, payload, customer.reference, activity,
-                                             emissions, factor, created_at, parts))
+    view = views.calculation(calculation_id, environment, payload, customer.reference, activity, emissions, factor,
+                             created_at, parts)
+    body = jsoncodec.dumps(voids.linked(view, replaces=replacing.id) if replacing else view)
     ttw, wtt = parts or (None, None)
     calculation = store.NewCalculation(
         id=calculation_id, organization_id=organization_id, environment=environment, customer_id=customer.id,
@@ -144,11 +150,18 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
         fingerprint=payload_fingerprint, mode=payload["mode"], business_context=payload["business_context"],
         activity_date=activity_date, cargo_tonnes=cargo, distance_km=distance, activity_tkm=activity,
         emissions_kg=emissions, factor_id=factor.id, factor_version=factor.version, factor_value=factor.value,
-        body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt)
+        body=body, created_at=created_at, emissions_ttw_kg=ttw, emissions_wtt_kg=wtt,
+        replaces=replacing.id if replacing else None)
     event = webhook_events.new_event(organization_id, environment, "calculation.succeeded", body, created_at,
                                      calculation_id)
+    changed = ()
     try:
-        store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
+        if replacing is None:
+            store.write_calculation(calculation, test_capacity, limits.period_of(created_at), event)
+        else:
+            changed = _write_replacement(principal, calculation, replacing, test_capacity, event)
+    except voids.VoidRefused:
+        raise voids.already_voided(voids.CALCULATION, replacing.id, "replaces") from None
     except limits.CapacityUsedUp:
         limits.capacity_used_up(created_at)
     except pw.IntegrityError:
@@ -157,7 +170,19 @@ def calculate(principal: Principal, payload: dict, idempotency_key: str, *, requ
         if existing is None:
             raise
         return _replay(existing, payload_fingerprint)
-    return Outcome(calculation_id, body, replayed=False)
+    return Outcome(calculation_id, body, replayed=False, changed=changed)
+
+
+def _write_replacement(principal: Principal, calculation: store.NewCalculation, replacing, test_capacity: int,
+                       event) -> tuple[str, ...]:
+    """The new calculation and the void of the one it replaces, in one transaction."""
+    write = store.Write(principal.organization_id, principal.environment)
+    write.calculation(calculation, test_capacity, limits.period_of(calculation.created_at))
+    changed = voids.replace_in(write, voids.CALCULATION, principal, replacing, calculation.id,
+                               calculation.created_at)
+    write.event(event)
+    write.commit()
+    return changed
 
 
 def _fail(organization_id: int, environment: str, payload: dict, request_id: str, error: ApiError):

@@ -4,7 +4,8 @@ A shipment's lane runs from its first leg's origin to its last leg's destination
 from its own origin to its own destination. Each end is grouped by its code where known (the LOCODE,
 IATA code or the place's own `code`, as the leg's calculation keeps it), else by its country, else it
 is "unknown". The numbers are the stored calculations' and hubs', added exactly as the analytics add
-them, so that the lanes add up to the customer's analytics for the same period to the decimal.
+them, so that the lanes add up to the customer's analytics for the same period to the decimal; a voided
+shipment or calculation (docs/api.md, "Corrections") counts in no lane, as it counts in no analytics.
 
 The period's shipments and calculations are found through the customer's indexes, unsorted, and their
 bodies read a batch at a time; the lanes are added up and ordered here, so no read sorts the
@@ -202,24 +203,43 @@ def _batches(ids: Iterable[str]) -> Iterator[list[str]]:
         yield batch
 
 
+def _voided(model, customer_id: int, start: dt.date | None, end: dt.date | None) -> set[str]:
+    """The ids of the period's voided shipments or calculations (found through the customer's
+    <table>_customer_voided index): no lane counts them, as no analytics total does."""
+    return {record_id for record_id, in model.select(model.id)
+            .where(_in_period(model, customer_id, start, end) & model.voided_at.is_null(False)).tuples()}
+
+
+def _counted(body: str) -> dict | None:
+    """A stored body, unless it was voided after the voided ids were read."""
+    found = jsoncodec.loads(body)
+    return None if found["status"] == "voided" else found
+
+
 def _shipment_bodies(customer_id: int, start: dt.date | None, end: dt.date | None) -> Iterator[dict]:
-    """The period's shipments, read a batch at a time (found through shipment_customer_created)."""
+    """The period's shipments that are not voided, read a batch at a time (found through
+    shipment_customer_created)."""
+    voided = _voided(Shipment, customer_id, start, end)
     ids = (Shipment.select(Shipment.id).where(_in_period(Shipment, customer_id, start, end)).tuples().iterator())
-    for batch in _batches(shipment_id for shipment_id, in ids):
+    for batch in _batches(shipment_id for shipment_id, in ids if shipment_id not in voided):
         for body, in Shipment.select(Shipment.body).where(Shipment.id.in_(batch)).tuples():
-            yield jsoncodec.loads(body)
+            found = _counted(body)
+            if found is not None:
+                yield found
 
 
 def _single_bodies(customer_id: int, start: dt.date | None, end: dt.date | None, legs: set[str]) -> Iterator[dict]:
-    """The period's calculations that are no shipment's leg, read a batch at a time (found through
-    calculation_customer_created, which carries activity_date)."""
+    """The period's calculations that are no shipment's leg and not voided, read a batch at a time (found
+    through calculation_customer_created, which carries activity_date)."""
+    voided = _voided(Calculation, customer_id, start, end)
     ids = (Calculation.select(Calculation.id).where(_in_period(Calculation, customer_id, start, end))
            .tuples().iterator())
-    for batch in _batches(calculation_id for calculation_id, in ids if calculation_id not in legs):
+    for batch in _batches(calculation_id for calculation_id, in ids
+                          if calculation_id not in legs and calculation_id not in voided):
         for body, in Calculation.select(Calculation.body).where(Calculation.id.in_(batch)).tuples():
-            found = jsoncodec.loads(body)
+            found = _counted(body)
             # A leg of a shipment written after the shipments were read belongs to none read here.
-            if "shipment" not in found:
+            if found is not None and "shipment" not in found:
                 yield found
 
 

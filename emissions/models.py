@@ -19,6 +19,9 @@ MODES = ("ROAD", "SEA", "AIR", "RAIL")  # a factor's transport modes; the v1 cal
 HUB = "HUB"
 HUB_TYPES = ("transshipment", "storage_and_transshipment", "warehouse", "liquid_bulk_terminal", "container_terminal")
 
+# The columns a void writes (migration 0019), null on a new record but for `replaces`.
+VOID_COLUMNS = ("voided_at", "void_reason", "voided_by", "void_key", "replaced_by", "replaces")
+
 utcnow = clock.now  # the service's one clock (emissions/clock.py): records, pages and commands read it
 
 
@@ -221,6 +224,13 @@ class Recorded(BaseModel):
     emissions_kg = ExactDecimalField()
     body = pw.TextField()
     created_at = TimestampField(default=utcnow)
+    # Voids (migration 0019, docs/api.md "Corrections"): null while the record counts.
+    voided_at = TimestampField(null=True)
+    void_reason = pw.TextField(null=True)
+    voided_by = pw.CharField(max_length=300, null=True)
+    void_key = pw.CharField(max_length=200, null=True)
+    replaced_by = pw.CharField(max_length=36, null=True)
+    replaces = pw.CharField(max_length=36, null=True)
 
     class Meta:
         indexes = ((("organization", "environment", "idempotency_key"), True),)
@@ -538,6 +548,7 @@ class ShipmentHub(BaseModel):
     factor = pw.ForeignKeyField(Factor, on_delete="RESTRICT", index=False)
     factor_version = pw.IntegerField()
     factor_value = ExactDecimalField()
+    voided_at = TimestampField(null=True)  # with its shipment (migration 0019)
 
     class Meta:
         table_name = "shipment_hub"

@@ -20,6 +20,7 @@ from . import jsoncodec
 from . import limits
 from . import rollups
 from . import store
+from . import voids
 from .auth import Principal
 from .webhooks import events as webhook_events
 from .calculations import Outcome, compute, factor_of_row, fingerprint, round6
@@ -28,7 +29,7 @@ from .config import DEFAULT_TEST_CAPACITY
 from .errors import (CalculationFailed, IdempotencyError, InvalidRequest, NotFound, PermissionError_,
                      customer_not_found, factor_not_found)
 from .db import EXACT_SUM
-from .models import HUB, Factor, Shipment, ShipmentHub, new_id, utcnow
+from .models import HUB, VOID_COLUMNS, Factor, Shipment, ShipmentHub, new_id, utcnow
 from .sql import Insert, Joined
 
 TONNES_PER_TEU = Decimal(10)  # IMO guidance's and Searoutes' convention for a loaded TEU
@@ -126,8 +127,10 @@ FACTORS = (
     f"SELECT {', '.join(store.FactorRow._fields)} FROM factor"
     " WHERE status = 'active' AND (organization_id IS NULL OR organization_id = ?) AND reference IN ({})"
 )
-SHIPMENT = Insert(Shipment, "NewShipment", "A shipment's row, ready to be written: the columns of models.Shipment.")
-HUB_ROW = Insert(ShipmentHub, "NewHub", "A hub element's row, ready to be written: the columns of models.ShipmentHub.")
+SHIPMENT = Insert(Shipment, "NewShipment", "A shipment's row, ready to be written: the columns of models.Shipment.",
+                  optional=VOID_COLUMNS)
+HUB_ROW = Insert(ShipmentHub, "NewHub", "A hub element's row, ready to be written: the columns of models.ShipmentHub.",
+                 optional=("voided_at",))
 
 
 @dataclass(frozen=True)
@@ -359,16 +362,21 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
     if customer.status != "active":
         raise PermissionError_(f"The customer is {customer.status}; only active customers can be charged "
                                "with new shipments.", code="CUSTOMER_ACCESS_DENIED")
+    replacing = None
+    if "replaces" in payload:
+        replacing = voids.replaced(voids.SHIPMENT, principal, payload["replaces"], customer.id)
     chain = Chain(principal, payload, idempotency_key, request_id, customer, new_id(), utcnow())
     try:
         elements = chain.elements()
     except CalculationFailed as error:
         _fail(principal, payload, request_id, error)
     body, totals = chain.view(elements)
-    body_text = jsoncodec.dumps(body)
+    body_text = jsoncodec.dumps(voids.linked(body, replaces=replacing.id) if replacing else body)
     event = webhook_events.new_event(organization_id, environment, "shipment.succeeded", body_text, chain.created_at)
     try:
-        _write(chain, elements, payload_fingerprint, body_text, totals, test_capacity, event)
+        changed = _write(chain, elements, payload_fingerprint, body_text, totals, test_capacity, event, replacing)
+    except voids.VoidRefused:
+        raise voids.already_voided(voids.SHIPMENT, replacing.id, "replaces") from None
     except limits.CapacityUsedUp:
         limits.capacity_used_up(chain.created_at)
     except pw.IntegrityError:
@@ -377,12 +385,13 @@ def create(principal: Principal, payload: dict, idempotency_key: str, *, request
         if existing is None:
             raise
         return _replay(existing, payload_fingerprint)
-    return Outcome(chain.shipment_id, body_text, replayed=False)
+    return Outcome(chain.shipment_id, body_text, replayed=False, changed=changed)
 
 
 def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body: str, totals: dict,
-           test_capacity: int, event) -> None:
-    """The shipment, its legs (each a billable calculation), hubs, rollups and event: all or nothing."""
+           test_capacity: int, event, replacing: Shipment | None = None) -> tuple[str, ...]:
+    """The shipment, its legs (each a billable calculation), hubs, rollups and event, and the void of
+    the shipment it replaces: all or nothing. Returns the ids of the calculations the void changed."""
     payload, customer, environment = chain.payload, chain.customer, chain.principal.environment
     organization_id, context = chain.principal.organization_id, payload["business_context"]
     write = store.Write(organization_id, environment)
@@ -391,7 +400,8 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
         id=chain.shipment_id, organization_id=organization_id, environment=environment, customer_id=customer.id,
         external_reference=payload["external_reference"], idempotency_key=chain.key, fingerprint=payload_fingerprint,
         business_context=context, activity_date=chain.activity_date, cargo_tonnes=chain.tonnes,
-        element_count=len(elements), request_id=chain.request_id, body=body, created_at=chain.created_at, **totals)))
+        element_count=len(elements), request_id=chain.request_id, body=body, created_at=chain.created_at,
+        replaces=replacing.id if replacing else None, **totals)))
     period = limits.period_of(chain.created_at)
     for element in elements:
         if element.leg is not None:
@@ -409,8 +419,13 @@ def _write(chain: Chain, elements: list[Element], payload_fingerprint: str, body
             customer_id=customer.id, environment=environment, mode=HUB, business_context=context,
             activity_date=chain.activity_date, activity_tkm=element.activity, emissions_kg=element.emissions,
             emissions_ttw_kg=ttw, emissions_wtt_kg=wtt))
+    changed = ()
+    if replacing is not None:
+        changed = voids.replace_in(write, voids.SHIPMENT, chain.principal, replacing, chain.shipment_id,
+                                   chain.created_at)
     write.event(event)
     write.commit()
+    return changed
 
 
 def _fail(principal: Principal, payload: dict, request_id: str, error: CalculationFailed):

@@ -93,9 +93,14 @@ class Insert:
     """A model's row as a named tuple (`Row`: its columns in the model's order, an automatic id left
     to the database) and the INSERT that writes one (`text`), made once from the model."""
 
-    def __init__(self, model: type[pw.Model], name: str, doc: str):
+    def __init__(self, model: type[pw.Model], name: str, doc: str, optional: Iterable[str] = ()):
+        optional = set(optional)
         fields = [field for field in model._meta.sorted_fields if not isinstance(field, pw.AutoField)]
-        self.Row = namedtuple(name, [field.column_name for field in fields])
+        # The columns named in `optional` go last and may be left out of a Row: they are then null.
+        fields = ([field for field in fields if field.name not in optional]
+                  + [field for field in fields if field.name in optional])
+        trailing = sum(field.name in optional for field in fields)
+        self.Row = namedtuple(name, [field.column_name for field in fields], defaults=[None] * trailing)
         self.Row.__doc__ = doc
         self._params = Params(fields)
         self.text = (f"INSERT INTO {model._meta.table_name} ({', '.join(self.Row._fields)})"

@@ -31,9 +31,12 @@ def intensity(emissions: Decimal, activity: Decimal) -> dict:
     return {"value": value, "unit": "kgCO2e/tkm"}
 
 
-def _in_period(model, customer_id: int, start: dt.date | None, end: dt.date | None):
-    """The customer's rows of `model` (calculations or shipment hubs) with an activity date in start..end."""
+def _in_period(model, customer_id: int, start: dt.date | None, end: dt.date | None, counted: bool = True):
+    """The customer's rows of `model` (calculations, shipments or shipment hubs) with an activity date in
+    start..end; only those that count (not voided) unless not `counted`."""
     condition = model.customer == customer_id
+    if counted:
+        condition &= model.voided_at.is_null()
     if start is not None:
         condition &= model.activity_date >= start
     if end is not None:
@@ -100,6 +103,7 @@ def statement(organization_id: int, environment: str, reference: str, start: dt.
         "first_activity_date": analytics["first_activity_date"],
         "last_activity_date": analytics["last_activity_date"],
         "factors": factors,
+        "voided": voided_records(customer.id, start, end),
         "methodology": {"standard": views.STANDARD, "boundary": "WTW",
                         "description": "Activity in tonne-kilometres (cargo tonnes x distance km) times a governed "
                                        "well-to-wheel emission factor in kgCO2e/tkm; each calculation rounded "
@@ -107,6 +111,24 @@ def statement(organization_id: int, environment: str, reference: str, start: dt.
                         "publications": publications},
         "generated_at": isoformat(utcnow()),
     }
+
+
+def voided_records(customer_id: int, start: dt.date | None, end: dt.date | None) -> list[dict]:
+    """The period's voided calculations and shipments (a shipment's legs with it, not apart), each with
+    its reason and what replaced it, by activity date: what the totals no longer count."""
+    found = []
+    for kind, model in (("calculation", Calculation), ("shipment", Shipment)):
+        query = (model.select(model.id, model.external_reference, model.activity_date, model.emissions_kg,
+                              model.voided_at, model.void_reason, model.replaced_by)
+                 .where(_in_period(model, customer_id, start, end, counted=False) & model.voided_at.is_null(False)))
+        if model is Calculation:
+            query = query.where(~Calculation.idempotency_key.startswith("shipment/"))  # legs: their shipment's
+        found += [(row.activity_date, row.voided_at, row.id, {
+            "object": kind, "id": row.id, "external_reference": row.external_reference,
+            "activity_date": row.activity_date.isoformat(), "emissions": {"value": row.emissions_kg, "unit": "kgCO2e"},
+            "voided_at": isoformat(row.voided_at), "reason": row.void_reason, "replaced_by": row.replaced_by})
+            for row in query]
+    return [entry for *_, entry in sorted(found, key=lambda item: item[:3])]
 
 
 BODY_BATCH = 500
@@ -131,10 +153,15 @@ def _calculation_entries(customer_id: int, start: dt.date | None, end: dt.date |
     # The order is taken from calculation_customer_created alone (its entries carry activity_date,
     # created_at and id), so what is sorted before the first row is a list of ids, not the bodies;
     # the bodies are then read a batch at a time.
+    # The voided are left out by their ids (calculation_customer_voided holds them), not by a condition
+    # that would read every row the index orders.
+    period = _in_period(Calculation, customer_id, start, end, counted=False)
+    voided = {calculation_id for (calculation_id,) in Calculation.select(Calculation.id)
+              .where(period & Calculation.voided_at.is_null(False)).tuples()}
     order = (Calculation.select(Calculation.id, Calculation.activity_date, Calculation.created_at)
-             .where(_in_period(Calculation, customer_id, start, end))
-             .order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
-    for day, created_at, body, factor_name, factor_source in _bodies(order.iterator()):
+             .where(period).order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
+    counted = (row for row in order.iterator() if row[0] not in voided)
+    for day, created_at, body, factor_name, factor_source in _bodies(counted):
         row = CalculationRow.of_calculation(jsoncodec.loads(body), factor_name, factor_source)
         yield (day, created_at), (row.shipment_id or row.calculation_id, row.element_index or 0), row
 

@@ -15,7 +15,7 @@ from typing import Sequence
 from . import limits
 from . import rollups
 from .db import db, is_postgres
-from .models import ApiKey, Calculation, Customer, Factor, WebhookEvent
+from .models import VOID_COLUMNS, ApiKey, Calculation, Customer, Factor, WebhookEvent
 from .sql import Insert, Joined, row_type, run, statement
 
 
@@ -100,7 +100,8 @@ def calculation_body(organization_id: int, environment: str, calculation_id: str
 # A calculation's row and the INSERT that writes it, both made from models.Calculation once. By hand:
 # the builder would compile this INSERT again on every request.
 CALCULATION = Insert(Calculation, "NewCalculation",
-                     "A calculation's row, ready to be written: the columns of models.Calculation.")
+                     "A calculation's row, ready to be written: the columns of models.Calculation.",
+                     optional=VOID_COLUMNS)
 NewCalculation = CALCULATION.Row
 INSERT_CALCULATION = CALCULATION.text
 _ADDED = attrgetter(*rollups.Addition._fields)  # what a calculation adds to its rollups, by the columns' names
@@ -121,6 +122,7 @@ class Write:
     def __init__(self, organization_id: int, environment: str):
         self._statements: list[tuple[str, Sequence, type[Exception] | None]] = []
         self._days = rollups.OrganizationDays(organization_id, environment)
+        self._after_days: list[tuple[str, Sequence, None]] = []
         self._events: list[tuple[str, Sequence, None]] = []
 
     def add(self, text: str, params: Sequence, refusal: type[Exception] | None = None) -> None:
@@ -145,6 +147,16 @@ class Write:
         self.add(*rollups.add_to_period_rollups(addition))
         self._days.add(addition)
 
+    def take_away(self, addition: rollups.Addition) -> None:
+        """A voided calculation (or hub) taken out of the rollups rollups() added it to."""
+        for text, params in rollups.take_from_rollups(addition):
+            self.add(text, params)
+        self._days.take(addition)
+
+    def after_days(self, text: str, params: Sequence) -> None:
+        """A statement sent after the organization's day rows (a void's tidying of them)."""
+        self._after_days.append((statement(text), params, None))
+
     def event(self, event) -> None:
         """A webhooks.events.NewEvent, pending when an endpoint is enabled; sent last."""
         stored_at = WebhookEvent.created_at.db_value(event.created_at)
@@ -156,7 +168,7 @@ class Write:
         """Send the statements in one transaction: the statements in the order added, then the
         organization's day rows, then the events. All or nothing."""
         days = self._days.statement()
-        statements = [*self._statements, *([(*days, None)] if days else ()), *self._events]
+        statements = [*self._statements, *([(*days, None)] if days else ()), *self._after_days, *self._events]
         with db.atomic():
             for text, params, refusal in statements:
                 if db.execute_sql(text, params).rowcount != 1 and refusal is not None:

@@ -68,6 +68,38 @@ def total(lanes_found: list[dict], *path) -> Decimal:
 @pytest.mark.on_both
 @pytest.mark.parametrize("query", [MARCH, "", "from=2026-04-01", "to=2026-03-05"])
 def test_the_lanes_add_up_to_the_analytics_with_hubs(client, acme, recorded, query):
+    assert_the_lanes_add_up(client, acme, query)
+
+
+def void(client, persona, kind: str, record_id: str, key: str) -> None:
+    client.post_json(f"/v1/{kind}/{record_id}/void", {"reason": "Booked twice"}, headers=persona.headers(key),
+                     status=200)
+
+
+@pytest.mark.on_both
+@pytest.mark.parametrize("query", [MARCH, ""])
+def test_a_voided_shipment_and_calculation_are_in_no_lane_and_the_lanes_still_add_up(client, acme, recorded, query):
+    shipped, singles = recorded
+    void(client, acme, "shipments", shipped[1]["id"], "void-ship")
+    void(client, acme, "calculations", singles[0]["id"], "void-single")
+    assert_the_lanes_add_up(client, acme, query)
+    by_key = {(lane["origin"]["key"], lane["destination"]["key"]): lane for lane in lanes(client, acme, query)["lanes"]}
+    assert by_key[("code:DEHAM", "code:NLVEN")]["shipment_count"] == (1 if query else 2)  # HH-2 (and April's HH-3)
+    assert by_key[("code:GBLON", "unknown")]["calculation_count"] == (1 if query else 2)
+
+
+def test_a_record_voided_after_the_voided_ids_were_read_is_left_out_by_its_body(client, acme, recorded, monkeypatch):
+    shipped, singles = recorded
+    void(client, acme, "shipments", shipped[1]["id"], "void-ship")
+    void(client, acme, "calculations", singles[0]["id"], "void-single")
+    monkeypatch.setattr(lanes_module, "_voided", lambda *args: set())
+    assert shipped[1]["id"] not in [body["id"] for body in lanes_module._shipment_bodies(acme.customer.id, None, None)]
+    assert sorted(body["id"] for body in lanes_module._single_bodies(acme.customer.id, None, None, set())) == sorted(
+        single["id"] for single in singles[1:])
+
+
+def assert_the_lanes_add_up(client, acme, query: str) -> None:
+    """Over all lanes, the period's analytics and the statement's counts; each lane's modes and hubs, its totals."""
     found = lanes(client, acme, query)
     expected = analytics(client, acme, query)
     statement = jsoncodec.loads(client.get(f"/v1/customers/cust-1/statement?{query}", headers=acme.headers(),

@@ -104,7 +104,9 @@ def test_0002_leaves_calculation_and_webhook_event_only_the_indexes_queries_use(
     assert {"calculation_organization_id_environment_idempotency_key", "calculation_customer_created"} <= set(calculation)
     # And the primary key, and the listing's two (0008, which also adds id and two columns to the customer's).
     assert {"calculation_created", "calculation_external_reference"} <= set(calculation)
-    assert len(calculation) == 5
+    # And 0019's two partial ones, holding only voided calculations.
+    assert {"calculation_void_key", "calculation_customer_voided"} <= set(calculation)
+    assert len(calculation) == 7
     for name, (column, status) in PARTIAL_INDEXES.items():
         definition = events[name].replace("::text", "")  # PostgreSQL: ((delivery_status)::text = '...'::text)
         assert f"({column}) WHERE " in definition
@@ -193,6 +195,7 @@ def empty_database_url(request, tmp_path):
 
 
 ADDED_IN_0006 = {"emissions_ttw_kg", "emissions_wtt_kg"}
+ADDED_IN_0019 = set(models.VOID_COLUMNS)
 
 
 class CalculationBefore0015(models.Calculation):
@@ -264,7 +267,8 @@ def test_a_database_at_0001_with_calculations_and_events_upgrades_to_0002(empty_
      .where(models.WebhookEvent.id == leased.id).execute())
 
     def rows():
-        columns = [field for field in models.Calculation._meta.sorted_fields if field.name not in ADDED_IN_0006]
+        columns = [field for field in models.Calculation._meta.sorted_fields
+                   if field.name not in ADDED_IN_0006 | ADDED_IN_0019]
         return ([c.__data__ for c in models.Calculation.select(*columns).order_by(models.Calculation.id)],
                 [e.__data__ for e in models.WebhookEvent.select(*[
                     field for field in models.WebhookEvent._meta.sorted_fields if field.name != "calculation_id"])

@@ -11,6 +11,7 @@ ROUTES = [  # (method, path) of every /v1 route, with the parameters it takes
     ("POST", "/v1/emissions/logistics"),
     ("GET", "/v1/calculations"),
     ("GET", "/v1/calculations/00000000-0000-4000-8000-000000000000"),
+    ("POST", "/v1/calculations/00000000-0000-4000-8000-000000000000/void"),
     ("GET", "/v1/factors"),
     ("GET", "/v1/customers/cust-1"),
     ("GET", "/v1/customers/cust-1/emissions"),
@@ -20,6 +21,7 @@ ROUTES = [  # (method, path) of every /v1 route, with the parameters it takes
     ("POST", "/v1/shipments"),
     ("GET", "/v1/shipments"),
     ("GET", "/v1/shipments/00000000-0000-4000-8000-000000000000"),
+    ("POST", "/v1/shipments/00000000-0000-4000-8000-000000000000/void"),
 ]
 
 
@@ -39,7 +41,7 @@ def test_every_api_route_declares_its_query_parameters(app):
          "/v1/customers/<reference:path>/emissions", "/v1/customers/<reference:path>/statement",
          "/v1/customers/<reference:path>/lanes", "/v1/customers/<reference:re:.*>", "/v1/openapi.json",
          "/v1/shipments", "/v1/shipments",
-         "/v1/shipments/<shipment_id>"])
+         "/v1/shipments/<shipment_id>", "/v1/calculations/<calculation_id>/void", "/v1/shipments/<shipment_id>/void"])
 
 
 @pytest.mark.parametrize("method, path", ROUTES)

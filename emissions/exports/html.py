@@ -104,4 +104,4 @@ def statement(found: dict) -> str:
                            *_used_by(factor)] for factor in found["factors"]]),
     }
     return bottle.template("statement_file", template_lookup=[str(TEMPLATES)], statement=found, tables=tables,
-                           style=STYLE, policy=POLICY, intensity=exact(totals["intensity"]["value"]))
+                           style=STYLE, policy=POLICY, intensity=exact(totals["intensity"]["value"]), exact=exact)

@@ -144,6 +144,66 @@ def add_to_period_rollups(addition: Addition) -> tuple[str, list]:
     return _period_rollups(is_postgres()), _PERIOD_ROLLUP_PARAMS.of(addition) + _PERIOD_ROLLUP_PARAMS.of(month)
 
 
+# --- what a void takes away (docs/api.md, "Corrections") -------------------------------------------
+
+def _taken(table: str, key: tuple[str, ...], postgres: bool) -> str:
+    """An UPDATE of one rollup row (found by `key`'s columns): one calculation less, each sum plus the
+    parameter given for it (the row's value negated)."""
+    add = "{0} + {1}" if postgres else "decimal_add({0}, {1})"
+    sums = ", ".join(f"{column} = " + add.format(column, "?") for column in SUMS)
+    return (f"UPDATE {table} SET {COUNT} = {COUNT} - 1, {sums}"
+            f" WHERE " + " AND ".join(f"{column} = ?" for column in key))
+
+
+_ROLLUP_KEY = ("customer_id", "environment", "mode", "business_context")
+_PERIOD_KEY = ("customer_id", "environment", "span", "activity_date", "mode", "business_context")
+_NEGATED = Params([PeriodTotals._meta.fields[name] for name in SUMS])
+_DAY = CustomerPeriodRollup.activity_date.db_value
+
+
+def _negated(addition) -> Addition:
+    return addition._replace(**{name: EXACT.minus(getattr(addition, name)) for name in SUMS})
+
+
+def take_from_rollups(addition: Addition) -> list[tuple[str, list]]:
+    """The statements taking one calculation (or a hub) out of its customer's rollup row and its day
+    and month rows, each with its parameters; the rows it leaves empty are deleted by tidy_rollups()."""
+    addition = _with_parts(addition)
+    negated = _NEGATED.of(_negated(addition))
+    postgres = is_postgres()
+    owner = [addition.customer_id, addition.environment]
+    kind = [addition.mode, addition.business_context]
+    taken = [(_taken(CustomerRollup._meta.table_name, _ROLLUP_KEY, postgres), negated + owner + kind)]
+    for span, day in (("day", addition.activity_date), ("month", addition.activity_date.replace(day=1))):
+        taken.append((_taken(CustomerPeriodRollup._meta.table_name, _PERIOD_KEY, postgres),
+                      negated + owner + [span, _DAY(day)] + kind))
+    return taken
+
+
+# After the rows are taken from: a customer rollup row's first and last activity day are its day
+# rows' (which hold exactly the calculations still counted), then the rows left empty go, as a
+# recount would not make them (emissions/rollups/recount.py).
+_DAY_ROWS = ("SELECT {} (activity_date) FROM customer_period_rollup WHERE customer_id = ? AND environment = ?"
+             " AND span = 'day' AND mode = ? AND business_context = ?")
+_EDGES_AGAIN = (f"UPDATE customer_rollup SET first_activity_date = COALESCE(({_DAY_ROWS.format('MIN')}),"
+          f" first_activity_date), last_activity_date = COALESCE(({_DAY_ROWS.format('MAX')}), last_activity_date)"
+          " WHERE customer_id = ? AND environment = ? AND mode = ? AND business_context = ?")
+_EMPTY_PERIODS = f"DELETE FROM customer_period_rollup WHERE customer_id = ? AND environment = ? AND {COUNT} = 0"
+_EMPTY_ROLLUPS = f"DELETE FROM customer_rollup WHERE customer_id = ? AND environment = ? AND {COUNT} = 0"
+EMPTY_DAYS = (f"DELETE FROM organization_period_rollup WHERE organization_id = ? AND environment = ?"
+              f" AND span = 'day' AND {COUNT} = 0")
+
+
+def tidy_rollups(customer_id: int, environment: str, kinds: set[tuple[str, str]]) -> list[tuple[str, list]]:
+    """The statements run after take_from_rollups(): the customer's empty period rows deleted, the
+    first and last activity days of its rollup rows of `kinds` ((mode, business context)) made again
+    from its day rows, and its empty rollup rows deleted."""
+    owner = [customer_id, environment]
+    return [(_EMPTY_PERIODS, owner),
+            *((_EDGES_AGAIN, [*owner, mode, context] * 3) for mode, context in sorted(kinds)),
+            (_EMPTY_ROLLUPS, owner)]
+
+
 class OrganizationDays:
     """What one write adds to its organization's day rows (organization_period_rollup), gathered as
     store.Write counts each calculation and hub, and written in one upsert (statement()) after the
@@ -168,6 +228,12 @@ class OrganizationDays:
             self.rows[key] = Sums(1, *values)  # Sums' fields are the count, then SUMS
         else:
             sums.add(*values)
+
+    def take(self, addition: Addition) -> None:
+        """A voided calculation (or hub) taken away: its day row one calculation and its sums less."""
+        negated = Sums(-1, *_SUMS_OF(_negated(_with_parts(addition))))
+        key = (addition.activity_date, addition.mode, addition.business_context)
+        self.rows.setdefault(key, Sums()).merge(negated)
 
     def statement(self) -> tuple[str, list] | None:
         """The one statement adding the gathered rows, and its parameters (None when nothing was counted)."""

@@ -88,7 +88,8 @@ def _scope(query, model, organization_id: int | None, environment: str | None):
 
 def count_calculations(organization_id: int | None = None, environment: str | None = None) -> int:
     """How many calculations a verify or rebuild of this scope will read (for a progress bar)."""
-    return _scope(Calculation.select(), Calculation, organization_id, environment).count()
+    return _scope(Calculation.select().where(Calculation.voided_at.is_null()), Calculation, organization_id,
+                  environment).count()
 
 
 def _customers(organization_id: int | None, environment: str | None) -> Iterator[tuple[Customer, str]]:
@@ -126,7 +127,9 @@ CalculationTotals = row_type("CalculationTotals", Calculation,
                              ("environment", "mode", "business_context", "activity_date", *SUMS),
                              doc="What a stored calculation adds to its customer's rollups.")
 # By hand: a rebuild streams every calculation of a customer through a cursor of its own.
-CALCULATION_TOTALS = f"SELECT {', '.join(CalculationTotals._fields)} FROM calculation WHERE customer_id = ?"
+# A voided calculation counts in no rollup (docs/api.md, "Corrections").
+CALCULATION_TOTALS = (f"SELECT {', '.join(CalculationTotals._fields)} FROM calculation"
+                      " WHERE customer_id = ? AND voided_at IS NULL")
 
 
 def _add_expected_period(expected: dict, key: RollupKey, day: dt.date, values: list) -> None:
@@ -163,7 +166,7 @@ def expected_rollups(customer_id: int, progress: Progress | None = None) -> dict
 
 def _add_hubs(customer_id: int, expected: dict) -> None:
     """Shipments: the customer's hub elements, as the HUB rollup rows (activity: tonnes handled)."""
-    for hub in ShipmentHub.select().where(ShipmentHub.customer == customer_id):
+    for hub in ShipmentHub.select().where((ShipmentHub.customer == customer_id) & ShipmentHub.voided_at.is_null()):
         key = RollupKey(hub.environment, HUB, hub.business_context)
         values = [hub.tonnes, *(getattr(hub, name) for name in EMISSIONS)]
         expected.setdefault(key, Totals()).add(hub.activity_date, *values)
@@ -208,11 +211,12 @@ def _check(organization_id: int | None, environment: str | None, progress: Progr
         with _snapshot():  # no lock while counting: calculations keep being written meanwhile
             stored = stored_rollups(customer.id)
             expected = expected_rollups(customer.id, progress)
+            voided = _calculations_and_voids(customer.id)[1] if repair else 0
         outcome.customers += 1
         outcome.calculations += _counted(expected)
         if expected != stored:
             if repair:
-                expected = _repair(customer.id, expected)
+                expected = _repair(customer.id, expected, voided)
             else:
                 correction = corrections.setdefault((customer.organization.id, customer.environment), {})
                 _shift(correction, expected, 1)
@@ -290,21 +294,31 @@ def _repair_organization_days(organization_id: int, environment: str) -> dict:
     return expected
 
 
-def _repair(customer_id: int, expected: dict, attempts: int = 3) -> dict:
+def _calculations_and_voids(customer_id: int) -> tuple[int, int]:
+    """How many of the customer's calculations count, and how many are voided."""
+    counted, voided = (Calculation.select(pw.fn.COUNT(Calculation.id).coerce(False),
+                                          pw.fn.COUNT(Calculation.voided_at).coerce(False))
+                       .where(Calculation.customer == customer_id).tuples().get())
+    return int(counted) - int(voided), int(voided)
+
+
+def _repair(customer_id: int, expected: dict, voided: int, attempts: int = 3) -> dict:
     """Write the recounted rows; return what was written.
 
-    Calculations are only ever added, so an unchanged count under the lock means the recount is
-    still the truth: the lock is held for a count, not for a recount. When calculations arrived
-    in between, count again; after a few tries, recount under the lock.
+    Calculations are only ever added or voided, so an unchanged count of calculations and of voided
+    ones under the lock means the recount is still the truth: the lock is held for a count, not for
+    a recount. When calculations arrived or were voided in between, count again; after a few tries,
+    recount under the lock.
     """
     for _ in range(attempts):
         with db.atomic():
             lock_customer(customer_id)
-            if Calculation.select().where(Calculation.customer == customer_id).count() == _counted(expected):
+            if _calculations_and_voids(customer_id) == (_counted(expected), voided):
                 _replace_rollups(customer_id, expected)
                 return expected
         with _snapshot():
             expected = expected_rollups(customer_id)
+            voided = _calculations_and_voids(customer_id)[1]
     with db.atomic():
         lock_customer(customer_id)
         expected = expected_rollups(customer_id)

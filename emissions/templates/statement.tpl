@@ -52,6 +52,7 @@
 % end
   </tbody></table>
 </section>
+% include('statement_voided.tpl', voided=statement.get('voided'), amount=plain)
 <section aria-labelledby="method-title">
   <h2 id="method-title">Method and sources</h2>
 % method = statement['methodology']

@@ -17,6 +17,7 @@
 % include('statement_table.tpl', table=tables['months'])
 <h2>Factors used</h2>
 % include('statement_table.tpl', table=tables['factors'])
+% include('statement_voided.tpl', voided=statement.get('voided'), amount=exact)
 <h2>Method</h2>
 % include('statement_method.tpl', method=method)
 </body></html>
