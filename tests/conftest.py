@@ -646,3 +646,20 @@ def shipped(client, acme) -> list[dict]:
                                     distance={"value": float(distance), "unit": "km"})
         bodies.append(jsoncodec.loads(response.body))
     return bodies
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    """The statements of the requests made while counting (a fresh list per `with`)."""
+    log: list = []
+    record_statements(monkeypatch, lambda statement, params: log.append(statement.split(None, 1)[0].upper()))
+
+    class Counter:
+        def __enter__(self):
+            log.clear()
+            return log
+
+        def __exit__(self, *exc):
+            return False
+
+    return Counter()

@@ -4,6 +4,7 @@ configuration, a clean environment for the package, and waiting on a condition w
 from __future__ import annotations
 
 import contextlib
+from html.parser import HTMLParser
 import itertools
 import json
 import os
@@ -336,3 +337,31 @@ def documented_rows() -> list[tuple[str, str, str]]:
 def documented_configuration() -> dict[str, str]:
     """The variables the docs' tables document: variable -> default."""
     return {name: default for _, name, default in documented_rows()}
+
+
+class Tables(HTMLParser):
+    """Every table of a page: its id and its rows, each cell's text and data-value."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tables: list[tuple[str, list[list[tuple[str, str | None]]]]] = []
+        self._cell: list | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.tables.append((attrs.get("id", ""), []))
+        elif tag == "tr":
+            self.tables[-1][1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ["", attrs.get("data-value")]
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][1][-1].append((self._cell[0].strip(), self._cell[1]))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[0] += data

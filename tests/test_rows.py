@@ -33,7 +33,8 @@ def columns_of(model) -> list[str]:
     (rollups._organization_days(3, False), models.OrganizationPeriodRollup),
 ], ids=["calculation", "shipment", "hub", "customer rollup", "period rollups", "organization days"])
 def test_every_insert_writes_each_column_of_its_model_once(text, model):
-    assert inserted_columns(text) == columns_of(model)
+    columns = inserted_columns(text)  # a model's optional columns (sql.Insert) come last
+    assert sorted(columns) == sorted(columns_of(model)) and len(set(columns)) == len(columns)
 
 
 def test_the_event_and_the_usage_statements_name_their_columns_as_the_models_do():
@@ -46,7 +47,7 @@ def test_the_event_and_the_usage_statements_name_their_columns_as_the_models_do(
 def test_a_row_to_write_is_built_by_keyword_and_refuses_a_missing_column():
     with pytest.raises(TypeError):
         store.NewCalculation(id="x")
-    assert store.NewCalculation._fields == tuple(columns_of(models.Calculation))
+    assert sorted(store.NewCalculation._fields) == sorted(columns_of(models.Calculation))
 
 
 def test_the_rollup_reads_put_no_null_in_another_columns_place():

@@ -23,23 +23,6 @@ POST_NEW = ["SELECT", "BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "INSERT",
 
 
 @pytest.fixture
-def statements(monkeypatch):
-    """The statements of the requests made while counting (a fresh list per `with`)."""
-    log: list = []
-    record_statements(monkeypatch, lambda statement, params: log.append(statement.split(None, 1)[0].upper()))
-
-    class Counter:
-        def __enter__(self):
-            log.clear()
-            return log
-
-        def __exit__(self, *exc):
-            return False
-
-    return Counter()
-
-
-@pytest.fixture
 def warm_client(config, acme):
     """The API with the key cache on (as served) and the key already looked up once."""
     client = TestApp(create_app(config.with_(key_cache_seconds=3600)))

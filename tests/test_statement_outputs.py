@@ -7,13 +7,12 @@ import csv
 import io
 import re
 from decimal import Decimal
-from html.parser import HTMLParser
 
 import pytest
 
 from emissions import figures, jsoncodec, workspace
 from tests.conftest import PASSWORD, TERMINAL, post_calculation
-from helpers import check_response, sign_in, worked_example
+from helpers import Tables, check_response, sign_in, worked_example
 
 NOVEMBER = ("2026-11-01", "2026-11-30")
 
@@ -48,34 +47,6 @@ def statement_json(client, acme) -> dict:
     response = client.get("/v1/customers/cust-1/statement?from={}&to={}".format(*NOVEMBER), headers=acme.headers())
     check_response(response, "/customers/{customerReference}/statement", "get")
     return jsoncodec.loads(response.body)
-
-
-class Tables(HTMLParser):
-    """Every table of a page: its id and its rows, each cell's text and data-value."""
-
-    def __init__(self, text: str):
-        super().__init__()
-        self.tables: list[tuple[str, list[list[tuple[str, str | None]]]]] = []
-        self._cell: list | None = None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "table":
-            self.tables.append((attrs.get("id", ""), []))
-        elif tag == "tr":
-            self.tables[-1][1].append([])
-        elif tag in ("td", "th"):
-            self._cell = ["", attrs.get("data-value")]
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.tables[-1][1][-1].append((self._cell[0].strip(), self._cell[1]))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell[0] += data
 
 
 def decimal(text: str) -> Decimal:

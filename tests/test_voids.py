@@ -11,11 +11,8 @@ from emissions import jsoncodec
 from emissions.models import (Calculation, CustomerPeriodRollup, CustomerRollup, OrganizationPeriodRollup, Shipment,
                               ShipmentHub, UsageCounter, WebhookEndpoint, WebhookEvent)
 from emissions.rollups import recount
-from tests.conftest import LiveServer, make_customer, make_key
-from tests.test_idempotency import race
-from tests.test_openapi import check_response
-from tests.test_shipments import library, post as post_shipment, worked_example  # noqa: F401 (the fixture)
-from test_statement_count import statements  # noqa: F401 (the fixture)
+from tests.conftest import PASSWORD, LiveServer, make_customer, make_key
+from helpers import Tables, check_response, post as post_shipment, race, sign_in, worked_example
 
 pytestmark = pytest.mark.on_both
 YEAR = "?from=2026-01-01&to=2026-12-31"
@@ -278,7 +275,6 @@ def test_a_shipment_replaces_a_shipment_and_links_both_ways(client, acme, librar
 
 def test_the_printable_statement_lists_the_voided_apart_with_their_reason(client, acme):
     from emissions import workspace
-    from tests.test_workspace import PASSWORD, sign_in
     calculate(client, acme, "a", external_reference="KEPT-1")
     voided = calculate(client, acme, "b", external_reference="WRONG-1")
     void(client, acme, "calculations", voided["id"], reason="Wrong weight \u202e", status=422)
@@ -307,8 +303,6 @@ def corrected(client, acme, library):  # noqa: F811 (library is the fixture)
 def test_the_cli_s_html_statement_lists_the_voided_as_the_printable_statement_does(client, acme, corrected,
                                                                                     emissions):
     from emissions import workspace
-    from tests.test_statement_outputs import Tables
-    from tests.test_workspace import PASSWORD, sign_in
     kept, wrong, shipment = corrected
     status, page, err = emissions("statement", "--org", "acme", "--env", "test", "--customer", "cust-1",
                                   "--format", "html")
