@@ -59,7 +59,7 @@ class Service(bottle.Bottle):
         self.settings = config
         self.keys = keys
         self.limiter = limiter
-        self.recent = RecentCalculations(config.calculation_cache_size)
+        self.recent = RecentCalculations(config.kept_calculations)
         self.outage_log = outages.FailureLog(error_log, "database")
         self.health = outages.Health()
         self.prober = outages.Prober(store.probe_write, HEALTHZ_SECONDS)

@@ -35,6 +35,12 @@ def default_workspace_threads(database_url: str) -> int:
     return 1 if database_url.startswith("sqlite") else 2
 
 
+def default_cache_size(database_url: str) -> int:
+    """The calculations a process keeps by default: none on PostgreSQL, where other instances may void
+    one that this process would still answer as it was; SQLite's one machine shares the void's mark."""
+    return 0 if database_url.startswith(("postgres", "postgresql")) else 10_000
+
+
 class ConfigError(ValueError):
     """An environment variable holds a value the service cannot use."""
 
@@ -173,7 +179,7 @@ class Config:
     threads: int | None = None  # None: default_threads(database_url)
     workspace_threads: int | None = None  # None: default_workspace_threads(database_url)
     log_requests: bool = True
-    calculation_cache_size: int = 10_000
+    calculation_cache_size: int | None = None  # None: the default for the database (default_cache_size)
     # Serving (docs/operations.md, "Server settings").
     workers: int = 1
     cpu_affinity: str | None = None  # retired, accepted and ignored: serve warns when it is set
@@ -194,6 +200,7 @@ class Config:
     @classmethod
     def from_env(cls) -> "Config":
         """Read every variable; a bad value raises ConfigError naming it."""
+        cache_size = env_int("CALCULATION_CACHE_SIZE", -1)  # unset: the database's default
         return cls(
             database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
             secret_key=env_secret("SECRET_KEY"),
@@ -210,7 +217,7 @@ class Config:
             threads=env_int("THREADS", 0, minimum=1) or None,
             workspace_threads=env_int("WORKSPACE_THREADS", 0, minimum=1) or None,
             log_requests=env_bool("LOG_REQUESTS", True),
-            calculation_cache_size=env_int("CALCULATION_CACHE_SIZE", 10_000),
+            calculation_cache_size=cache_size if cache_size >= 0 else None,
             workers=env_int("WORKERS", 1, minimum=1, maximum=MAX_WORKERS),
             cpu_affinity=env_str("CPU_AFFINITY"),
             connection_limit=env_int("CONNECTION_LIMIT", 1000, minimum=1),
@@ -226,6 +233,12 @@ class Config:
             database_keepalives_count=env_int("DATABASE_KEEPALIVES_COUNT", 3, minimum=1),
             request_head_timeout=env_float("REQUEST_HEAD_TIMEOUT", 10.0, minimum=0.1),
         )
+
+    @property
+    def kept_calculations(self) -> int:
+        """CALCULATION_CACHE_SIZE, or the default for the database (default_cache_size)."""
+        return default_cache_size(self.database_url) if self.calculation_cache_size is None \
+            else self.calculation_cache_size
 
     @property
     def serving_threads(self) -> int:

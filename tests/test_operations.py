@@ -259,12 +259,14 @@ def test_the_documented_defaults_are_the_defaults(monkeypatch):
     documented = documented_configuration()
     for name, field in [("RATE_LIMIT_PER_SECOND", "rate_limit_per_second"), ("RATE_LIMIT_BURST", "rate_limit_burst"),
                         ("TEST_CAPACITY", "test_capacity"), ("KEY_CACHE_SECONDS", "key_cache_seconds"),
-                        ("CALCULATION_CACHE_SIZE", "calculation_cache_size"),
                         ("WEBHOOK_POLL_SECONDS", "webhook_poll_seconds"),
                         ("WEBHOOK_TIMEOUT_SECONDS", "webhook_timeout_seconds")]:
         assert float(documented[name].strip(" `")) == float(getattr(defaults, field)), name
     assert documented["DATABASE_URL"].strip(" `") == config_module.DEFAULT_DATABASE_URL
     assert documented["LOG_REQUESTS"].strip(" `") == "true" and defaults.log_requests is True
+    assert documented["CALCULATION_CACHE_SIZE"] == "`10000` on SQLite, `0` on PostgreSQL"
+    assert defaults.kept_calculations == 10_000
+    assert defaults.with_(database_url="postgresql://db.example/emissions").kept_calculations == 0
     assert documented["THREADS"] == "`1` on SQLite, `8` on PostgreSQL"
     assert defaults.serving_threads == 1
     assert defaults.with_(database_url="postgresql://db.example/emissions").serving_threads == 8

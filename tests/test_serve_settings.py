@@ -76,3 +76,17 @@ def test_a_server_setting_that_cannot_be_used_is_refused_at_start(monkeypatch, n
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=message):
         Config.from_env()
+
+
+def test_no_calculation_is_kept_in_memory_on_postgresql_unless_set(monkeypatch):
+    """A void on one instance cannot reach another's memory: on PostgreSQL the cache is off by default."""
+    from emissions.config import Config
+
+    monkeypatch.delenv("CALCULATION_CACHE_SIZE", raising=False)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app@db.example/emissions")
+    assert Config.from_env().kept_calculations == 0
+    monkeypatch.setenv("CALCULATION_CACHE_SIZE", "500")
+    assert Config.from_env().kept_calculations == 500
+    monkeypatch.delenv("CALCULATION_CACHE_SIZE")
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///emissions.sqlite3")
+    assert Config.from_env().kept_calculations == 10_000

@@ -1,4 +1,4 @@
-"""Corrections without rewriting history (issue 34, docs/api.md "Corrections").
+"""Corrections without rewriting history (docs/api.md, "Corrections").
 
 - calculation and shipment: voided_at, void_reason, voided_by (the API key that voided it),
   void_key (the void's Idempotency-Key; null for a void made by a replacement), replaced_by and
