@@ -212,8 +212,11 @@ def fixed_clock() -> Iterator:
 
 @pytest.fixture
 def config(database_url) -> Config:
+    # The calculations kept in memory on both databases (PostgreSQL's default keeps none): the suite
+    # tests what keeping them does; tests/test_serve_settings.py tests the defaults.
     return Config(database_url=database_url, log_requests=False, rate_limit_per_second=0,
-                  key_cache_seconds=0, webhook_poll_seconds=0.05, webhook_allow_private_test=True)
+                  key_cache_seconds=0, webhook_poll_seconds=0.05, webhook_allow_private_test=True,
+                  calculation_cache_size=10_000)
 
 
 @pytest.fixture
