@@ -666,3 +666,17 @@ def statements(monkeypatch):
             return False
 
     return Counter()
+
+
+SIGNED_IN_ON = dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def signed_in_on_the_day(client, acme, fixed_clock):
+    """Acme's workspace user, signed in with the clock pinned on SIGNED_IN_ON."""
+    from helpers import sign_in
+
+    fixed_clock(SIGNED_IN_ON)
+    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
+    sign_in(client)
+    return acme

@@ -12,7 +12,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -365,3 +365,21 @@ class Tables(HTMLParser):
     def handle_data(self, data):
         if self._cell is not None:
             self._cell[0] += data
+
+
+@contextlib.contextmanager
+def serving_document(document: dict, tmp_path: Path, monkeypatch) -> Iterator[dict]:
+    """The service reading `document` instead of its own OpenAPI document (its caches emptied on the way
+    in and out)."""
+    path = tmp_path / "openapi.json"
+    path.write_text(json.dumps(document))
+    caches = [value for value in vars(schemas).values() if hasattr(value, "cache_clear")]
+    monkeypatch.setattr(schemas, "OPENAPI_PATH", path)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        yield document
+    finally:
+        monkeypatch.undo()
+        for cache in caches:
+            cache.cache_clear()

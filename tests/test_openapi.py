@@ -15,7 +15,7 @@ from emissions.db import bind
 from emissions import schemas
 from emissions.app import create_app
 from conftest import logistics_body, make_customer, make_factor, make_key, make_org, post_calculation
-from helpers import DOCUMENT, check_response, pointer, resolve, response_spec, schema_validator
+from helpers import DOCUMENT, check_response, pointer, resolve, response_spec, schema_validator, serving_document
 
 
 # --- the document itself ---------------------------------------------------------------------------
@@ -89,16 +89,8 @@ def edited_document(tmp_path, monkeypatch):
     request = document["components"]["schemas"]["LogisticsRequest"]["properties"]
     request["cargo"]["properties"]["value"]["maximum"] = 5
     document["components"]["schemas"]["Place"]["properties"]["code"]["maxLength"] = 3
-    path = tmp_path / "openapi.json"
-    path.write_text(json.dumps(document))
-    caches = [value for value in vars(schemas).values() if hasattr(value, "cache_clear")]
-    monkeypatch.setattr(schemas, "OPENAPI_PATH", path)
-    for cache in caches:
-        cache.cache_clear()
-    yield document
-    monkeypatch.undo()
-    for cache in caches:
-        cache.cache_clear()
+    with serving_document(document, tmp_path, monkeypatch):
+        yield document
 
 
 def test_validation_follows_an_edit_of_the_document(client, acme, edited_document):

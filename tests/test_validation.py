@@ -11,6 +11,7 @@ import requests
 
 from emissions import models
 from conftest import logistics_body, make_customer, raw_exchange
+from helpers import serving_document
 
 URL = "/v1/emissions/logistics"
 DELETE = object()
@@ -628,16 +629,8 @@ def probe_document(tmp_path, monkeypatch):
         "place": {"type": "object", "oneOf": [{"required": ["code"]}, {"required": ["label"]}]},
         "amount": {"anyOf": [{"type": "number", "minimum": 1}, {"type": "string", "maxLength": 3}]},
         "items": {"type": "array", "minItems": 2, "maxItems": 3}}}
-    path = tmp_path / "openapi.json"
-    path.write_text(json.dumps(document))
-    caches = [value for value in vars(schemas).values() if hasattr(value, "cache_clear")]
-    monkeypatch.setattr(schemas, "OPENAPI_PATH", path)
-    for cache in caches:
-        cache.cache_clear()
-    yield schemas
-    monkeypatch.undo()
-    for cache in caches:
-        cache.cache_clear()
+    with serving_document(document, tmp_path, monkeypatch):
+        yield schemas
 
 
 @pytest.mark.parametrize("body, expected", [

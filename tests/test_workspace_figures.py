@@ -3,26 +3,20 @@ named once in its header, in the workspace and in the CLI's HTML statement; and 
 environment's notice says about billing."""
 from __future__ import annotations
 
-import datetime as dt
 import re
 from decimal import Decimal
 
 import pytest
 
 from emissions import figures
-from emissions import workspace
-from conftest import PASSWORD, make_customer
-from helpers import sign_in
+from conftest import SIGNED_IN_ON, make_customer
 
-TODAY = dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc)
+TODAY = SIGNED_IN_ON  # the clock's day while signed in (conftest.signed_in_on_the_day)
 
 
 @pytest.fixture
-def signed_in(client, acme, fixed_clock):
-    fixed_clock(TODAY)
-    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
-    sign_in(client)
-    return acme
+def signed_in(signed_in_on_the_day):
+    return signed_in_on_the_day
 
 
 def test_a_unit_is_chosen_from_the_largest_value_and_every_value_is_written_in_it():

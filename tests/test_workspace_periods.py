@@ -13,18 +13,15 @@ from emissions import statements
 from emissions import workspace
 from emissions.exports import csv as export_csv
 from emissions.workspace import insights
-from conftest import PASSWORD, make_customer
+from conftest import SIGNED_IN_ON, make_customer
 from helpers import sign_in
 
-TODAY = dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc)
+TODAY = SIGNED_IN_ON  # the clock's day while signed in (conftest.signed_in_on_the_day)
 
 
 @pytest.fixture
-def signed_in(client, acme, fixed_clock):
-    fixed_clock(TODAY)
-    workspace.create_user(acme.org, "ops@acme.example", PASSWORD, actor="cli")
-    sign_in(client)
-    return acme
+def signed_in(signed_in_on_the_day):
+    return signed_in_on_the_day
 
 
 def shown_period(page) -> tuple[str, str]:
