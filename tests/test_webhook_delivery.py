@@ -1016,16 +1016,21 @@ def test_every_transport_failure_is_a_recorded_attempt_and_a_down_endpoint(confi
         assert (stored.down_since, stored.down_until) == (clock.now, clock.now + dt.timedelta(seconds=5))
 
 
-def test_a_certificate_for_another_host_names_the_mismatch_when_its_issuer_is_trusted(config, acme, certificates):
-    with contextlib.closing(Receiver(tls=certificates["elsewhere"])) as receiver:
+@pytest.mark.parametrize("certificate, error", [
+    ("elsewhere", "TLS certificate verify failed (IP address mismatch, certificate is not valid for '127.0.0.1')"),
+    ("expired", "TLS certificate verify failed (certificate has expired)"),
+], ids=["another host", "expired"])
+def test_a_certificate_whose_issuer_is_trusted_names_what_else_is_wrong(config, acme, certificates, certificate,
+                                                                        error):
+    with contextlib.closing(Receiver(tls=certificates[certificate])) as receiver:
         endpoint(acme, receiver.url)
         event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
-        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates["elsewhere"].cert_path)))
+        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates[certificate].cert_path)))
         assert worker.run_once()["pending"] == 1
         worker.close()
     [attempt] = attempts_of(event.id)
-    assert attempt.error == ("TLS certificate verify failed (IP address mismatch, certificate is not valid for "
-                             "'127.0.0.1')")
+    assert attempt.error == error
+    assert WebhookEndpoint.get().down_since is not None
 
 
 def test_a_private_ca_in_webhook_ca_bundle_makes_its_receiver_trusted(config, acme, certificates):
@@ -1076,18 +1081,6 @@ def test_a_ca_bundle_that_is_missing_or_not_pem_stops_the_start(tmp_path, monkey
 def test_a_readable_ca_bundle_is_taken(tmp_path, monkeypatch, certificates):
     monkeypatch.setenv("WEBHOOK_CA_BUNDLE", str(certificates["loopback"].cert_path))
     assert Config.from_env().webhook_ca_bundle == str(certificates["loopback"].cert_path)
-
-
-def test_an_expired_certificate_names_its_expiry_when_its_issuer_is_trusted(config, acme, certificates):
-    with contextlib.closing(Receiver(tls=certificates["expired"])) as receiver:
-        endpoint(acme, receiver.url)
-        event = webhook_events.record_event(acme.org.id, "test", "calculation.succeeded", json.dumps({"n": 1}))
-        worker = deliverer(config.with_(webhook_ca_bundle=str(certificates["expired"].cert_path)))
-        assert worker.run_once()["pending"] == 1
-        worker.close()
-    [attempt] = attempts_of(event.id)
-    assert attempt.error == "TLS certificate verify failed (certificate has expired)"
-    assert WebhookEndpoint.get().down_since is not None
 
 
 def test_failure_phrase_reads_an_ssl_error_whose_reason_is_a_string():
