@@ -134,17 +134,18 @@ def voided_records(customer_id: int, start: dt.date | None, end: dt.date | None)
 BODY_BATCH = 500
 
 
-def _bodies(order: Iterator[tuple]) -> Iterator[tuple]:
-    """(activity date, created_at, body, factor name, factor source) of each (id, activity date,
+def _bodies(order: Iterator) -> Iterator[tuple]:
+    """(activity date, created_at, body, factor name, factor source) of each row (id, activity_date,
     created_at) in `order`, in its order, a batch at a time."""
     while True:
         batch = list(itertools.islice(order, BODY_BATCH))
         if not batch:
             return
-        found = {row[0]: row[1:] for row in (
+        found = {row.id: row for row in (
             Calculation.select(Calculation.id, Calculation.body, Factor.name, Factor.source).join(Factor)
-            .where(Calculation.id.in_([calculation_id for calculation_id, _, _ in batch])).tuples())}
-        yield from ((day, created_at, *found[calculation_id]) for calculation_id, day, created_at in batch)
+            .where(Calculation.id.in_([entry.id for entry in batch])).namedtuples())}
+        yield from ((entry.activity_date, entry.created_at, found[entry.id].body, found[entry.id].name,
+                     found[entry.id].source) for entry in batch)
 
 
 def _calculation_entries(customer_id: int, start: dt.date | None, end: dt.date | None) -> Iterator[tuple]:
@@ -159,8 +160,9 @@ def _calculation_entries(customer_id: int, start: dt.date | None, end: dt.date |
     voided = {calculation_id for (calculation_id,) in Calculation.select(Calculation.id)
               .where(period & Calculation.voided_at.is_null(False)).tuples()}
     order = (Calculation.select(Calculation.id, Calculation.activity_date, Calculation.created_at)
-             .where(period).order_by(Calculation.activity_date, Calculation.created_at, Calculation.id).tuples())
-    counted = (row for row in order.iterator() if row[0] not in voided)
+             .where(period).order_by(Calculation.activity_date, Calculation.created_at, Calculation.id)
+             .namedtuples())
+    counted = (row for row in order.iterator() if row.id not in voided)
     for day, created_at, body, factor_name, factor_source in _bodies(counted):
         row = CalculationRow.of_calculation(jsoncodec.loads(body), factor_name, factor_source)
         yield (day, created_at), (row.shipment_id or row.calculation_id, row.element_index or 0), row
@@ -172,21 +174,23 @@ def _hub_entries(customer_id: int, start: dt.date | None, end: dt.date | None) -
     # The period's hubs come through the customer's index unsorted; their shipments' creation times are
     # read by id, and the order is made here, so no statement sorts the customer's history.
     keys = list(ShipmentHub.select(ShipmentHub.id, ShipmentHub.activity_date, ShipmentHub.shipment,
-                                   ShipmentHub.element_index).where(_in_period(ShipmentHub, customer_id, start, end)).tuples().iterator())
+                                   ShipmentHub.element_index)
+                .where(_in_period(ShipmentHub, customer_id, start, end)).namedtuples().iterator())
     created: dict[str, dt.datetime] = {}
-    shipment_ids = sorted({shipment_id for _, _, shipment_id, _ in keys})
+    shipment_ids = sorted({key.shipment for key in keys})
     for offset in range(0, len(shipment_ids), BODY_BATCH):
         created.update(Shipment.select(Shipment.id, Shipment.created_at)
                        .where(Shipment.id.in_(shipment_ids[offset:offset + BODY_BATCH])).tuples())
-    ordered = sorted(keys, key=lambda key: (key[1], created[key[2]], key[2], key[3]))
+    ordered = sorted(keys, key=lambda key: (key.activity_date, created[key.shipment], key.shipment,
+                                            key.element_index))
     hubs = (row for offset in range(0, len(ordered), BODY_BATCH) for row in sorted(
         (ShipmentHub.select(ShipmentHub.activity_date, Shipment.created_at, Shipment.id,
                             Shipment.external_reference, Shipment.body, ShipmentHub.element_index,
                             ShipmentHub.business_context, Factor.name, Factor.source)
          .join(Shipment, on=(ShipmentHub.shipment == Shipment.id))
          .switch(ShipmentHub).join(Factor, on=(ShipmentHub.factor == Factor.id))
-         .where(ShipmentHub.id.in_([hub_id for hub_id, _, _, _ in ordered[offset:offset + BODY_BATCH]])).tuples()),
-        key=lambda hub: (hub[0], hub[1], hub[2], hub[5])))
+         .where(ShipmentHub.id.in_([key.id for key in ordered[offset:offset + BODY_BATCH]])).namedtuples()),
+        key=lambda hub: (hub.activity_date, hub.created_at, hub.id, hub.element_index)))
     for day, created_at, shipment_id, external_reference, body, index, context, factor_name, factor_source in hubs:
         # The numbers come from the stored Shipment, written as the legs' calculations are.
         row = CalculationRow.of_hub(jsoncodec.loads(body), index, external_reference, context, factor_name,

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 from decimal import Decimal
 
 import peewee as pw
@@ -68,7 +69,16 @@ class Day:
     kg: Decimal
 
 
-def activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date):
+class ActivityDay(NamedTuple):
+    """A day, mode and business context of the organization's day rows."""
+
+    day: dt.date
+    mode: str
+    count: int
+    kg: Decimal
+
+
+def activity_days(organization_id: int, environment: str, first: dt.date, last: dt.date) -> list[ActivityDay]:
     """(activity day, mode, count, kgCO2e) from the organization's day rows (its customers' added up
     as they are written): a row per day, mode and business context, however many customers there are."""
     rows = (OrganizationPeriodRollup
@@ -81,14 +91,14 @@ def activity_days(organization_id: int, environment: str, first: dt.date, last: 
                    & (OrganizationPeriodRollup.activity_date <= last))
             .group_by(OrganizationPeriodRollup.activity_date, OrganizationPeriodRollup.mode)
             .tuples())
-    return [(day, mode, int(count), _decimal(kg)) for day, mode, count, kg in rows]
+    return [ActivityDay(day, mode, int(count), _decimal(kg)) for day, mode, count, kg in rows]
 
 
 def _within(rows, organization_id: int, environment: str, first: dt.date, last: dt.date):
     """The rows of activity_days in first..last: from those given (read once for a wider range), or read."""
     if rows is None:
         return activity_days(organization_id, environment, first, last)
-    return [row for row in rows if first <= row[0] <= last]
+    return [row for row in rows if first <= row.day <= last]
 
 
 def emissions_by_activity(organization_id: int, environment: str, first: dt.date, last: dt.date,
