@@ -396,3 +396,15 @@ def test_a_void_is_reads_then_one_transaction(client, acme, statements):
     # the organization's empty day rows; the calculation.voided event.
     assert sent[begin:] == ["BEGIN", *lock, "UPDATE", "UPDATE", "UPDATE", "UPDATE", "UPDATE", "INSERT", "DELETE",
                             "UPDATE", "DELETE", "DELETE", "INSERT", "COMMIT"]
+
+
+def test_a_retry_of_the_creating_post_after_a_void_answers_the_record_as_it_now_is(client, acme):
+    """docs/api.md, "Corrections": one stored body serves every read, the creating POST's replay too."""
+    from conftest import post_calculation
+
+    first = post_calculation(client, acme, "created-then-voided", status=201)
+    voided = client.post_json(f"/v1/calculations/{first.json['id']}/void", {"reason": "Booked twice"},
+                              headers=acme.headers("the-void"), status=200)
+    again = post_calculation(client, acme, "created-then-voided", status=200)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.body == voided.body and again.json["status"] == "voided"
