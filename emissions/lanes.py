@@ -17,15 +17,15 @@ import datetime as dt
 import itertools
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from . import customers
 from . import jsoncodec
 from . import shipments
+from . import statements
 from .db import EXACT_SUM
 from .models import MODES, Calculation, Shipment
 
-BATCH = 500
 GRAMS_PER_KG = Decimal(1000)
 THREE_PLACES = Decimal("0.001")  # gCO2e/tkm to 3 places: the 6 places of kgCO2e/tkm the statement gives
 UNKNOWN = "unknown"
@@ -188,28 +188,6 @@ class Lanes:
                       key=lambda lane: (-lane.total.emissions_kg, lane.origin.key, lane.destination.key))
 
 
-def _in_period(model, customer_id: int, start: dt.date | None, end: dt.date | None):
-    condition = model.customer == customer_id
-    if start is not None:
-        condition &= model.activity_date >= start
-    if end is not None:
-        condition &= model.activity_date <= end
-    return condition
-
-
-def _batches(ids: Iterable[str]) -> Iterator[list[str]]:
-    ids = iter(ids)
-    while batch := list(itertools.islice(ids, BATCH)):
-        yield batch
-
-
-def _voided(model, customer_id: int, start: dt.date | None, end: dt.date | None) -> set[str]:
-    """The ids of the period's voided shipments or calculations (found through the customer's
-    <table>_customer_voided index): no lane counts them, as no analytics total does."""
-    return {record_id for record_id, in model.select(model.id)
-            .where(_in_period(model, customer_id, start, end) & model.voided_at.is_null(False)).tuples()}
-
-
 def _counted(body: str) -> dict | None:
     """A stored body, unless it was voided after the voided ids were read."""
     found = jsoncodec.loads(body)
@@ -219,9 +197,10 @@ def _counted(body: str) -> dict | None:
 def _shipment_bodies(customer_id: int, start: dt.date | None, end: dt.date | None) -> Iterator[dict]:
     """The period's shipments that are not voided, read a batch at a time (found through
     shipment_customer_created)."""
-    voided = _voided(Shipment, customer_id, start, end)
-    ids = (Shipment.select(Shipment.id).where(_in_period(Shipment, customer_id, start, end)).tuples().iterator())
-    for batch in _batches(shipment_id for shipment_id, in ids if shipment_id not in voided):
+    voided = statements.voided_ids(Shipment, customer_id, start, end)
+    ids = (Shipment.select(Shipment.id).where(statements.in_period(Shipment, customer_id, start, end, counted=False))
+           .tuples().iterator())
+    for batch in statements.batches(shipment_id for shipment_id, in ids if shipment_id not in voided):
         for body, in Shipment.select(Shipment.body).where(Shipment.id.in_(batch)).tuples():
             found = _counted(body)
             if found is not None:
@@ -231,11 +210,12 @@ def _shipment_bodies(customer_id: int, start: dt.date | None, end: dt.date | Non
 def _single_bodies(customer_id: int, start: dt.date | None, end: dt.date | None, legs: set[str]) -> Iterator[dict]:
     """The period's calculations that are no shipment's leg and not voided, read a batch at a time (found
     through calculation_customer_created, which carries activity_date)."""
-    voided = _voided(Calculation, customer_id, start, end)
-    ids = (Calculation.select(Calculation.id).where(_in_period(Calculation, customer_id, start, end))
+    voided = statements.voided_ids(Calculation, customer_id, start, end)
+    ids = (Calculation.select(Calculation.id)
+           .where(statements.in_period(Calculation, customer_id, start, end, counted=False))
            .tuples().iterator())
-    for batch in _batches(calculation_id for calculation_id, in ids
-                          if calculation_id not in legs and calculation_id not in voided):
+    for batch in statements.batches(calculation_id for calculation_id, in ids
+                                    if calculation_id not in legs and calculation_id not in voided):
         for body, in Calculation.select(Calculation.body).where(Calculation.id.in_(batch)).tuples():
             found = _counted(body)
             # A leg of a shipment written after the shipments were read belongs to none read here.

@@ -11,7 +11,7 @@ import datetime as dt
 import heapq
 import itertools
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import peewee as pw
 
@@ -31,7 +31,7 @@ def intensity(emissions: Decimal, activity: Decimal) -> dict:
     return {"value": value, "unit": "kgCO2e/tkm"}
 
 
-def _in_period(model, customer_id: int, start: dt.date | None, end: dt.date | None, counted: bool = True):
+def in_period(model, customer_id: int, start: dt.date | None, end: dt.date | None, counted: bool = True):
     """The customer's rows of `model` (calculations, shipments or shipment hubs) with an activity date in
     start..end; only those that count (not voided) unless not `counted`."""
     condition = model.customer == customer_id
@@ -48,7 +48,7 @@ def factors_used(customer_id: int, start: dt.date | None, end: dt.date | None) -
     """Each factor version the period's calculations and shipment hubs used: its lineage, publication
     and how many used it (hub_count for a HUB factor)."""
     counts, hub_counts = (dict(model.select(model.factor, pw.fn.COUNT(model.id))
-                               .where(_in_period(model, customer_id, start, end)).group_by(model.factor).tuples())
+                               .where(in_period(model, customer_id, start, end)).group_by(model.factor).tuples())
                           for model in (Calculation, ShipmentHub))
     used = sorted(Factor.select().where(Factor.id.in_([*counts, *hub_counts])),
                   key=lambda f: (f.reference, f.version))
@@ -61,8 +61,8 @@ def shipment_counts(customer_id: int, start: dt.date | None, end: dt.date | None
     """(shipments, their legs) of the customer with an activity date in start..end: a shipment's legs are
     its elements less its hubs, and every leg has its shipment's activity date."""
     shipment_count, elements = (Shipment.select(pw.fn.COUNT(Shipment.id), pw.fn.SUM(Shipment.element_count))
-                                .where(_in_period(Shipment, customer_id, start, end)).tuples().get())
-    hubs = ShipmentHub.select().where(_in_period(ShipmentHub, customer_id, start, end)).count()
+                                .where(in_period(Shipment, customer_id, start, end)).tuples().get())
+    hubs = ShipmentHub.select().where(in_period(ShipmentHub, customer_id, start, end)).count()
     return shipment_count, int(elements or 0) - hubs
 
 
@@ -120,7 +120,7 @@ def voided_records(customer_id: int, start: dt.date | None, end: dt.date | None)
     for kind, model in (("calculation", Calculation), ("shipment", Shipment)):
         query = (model.select(model.id, model.external_reference, model.activity_date, model.emissions_kg,
                               model.voided_at, model.void_reason, model.replaced_by)
-                 .where(_in_period(model, customer_id, start, end, counted=False) & model.voided_at.is_null(False)))
+                 .where(in_period(model, customer_id, start, end, counted=False) & model.voided_at.is_null(False)))
         if model is Calculation:
             query = query.where(~Calculation.idempotency_key.startswith("shipment/"))  # legs: their shipment's
         found += [(row.activity_date, row.voided_at, row.id, {
@@ -134,13 +134,25 @@ def voided_records(customer_id: int, start: dt.date | None, end: dt.date | None)
 BODY_BATCH = 500
 
 
+def batches(items: Iterable) -> Iterator[list]:
+    """The items a list of BODY_BATCH at a time, for reads by id that keep a statement's size bounded."""
+    items = iter(items)
+    while batch := list(itertools.islice(items, BODY_BATCH)):
+        yield batch
+
+
+def voided_ids(model, customer_id: int, start: dt.date | None, end: dt.date | None) -> set[str]:
+    """The ids of the period's voided calculations or shipments, found through the customer's
+    <table>_customer_voided index rather than a condition on every row the period holds."""
+    return {record_id for record_id, in model.select(model.id)
+            .where(in_period(model, customer_id, start, end, counted=False) & model.voided_at.is_null(False))
+            .tuples()}
+
+
 def _bodies(order: Iterator) -> Iterator[tuple]:
     """(activity date, created_at, body, factor name, factor source) of each row (id, activity_date,
     created_at) in `order`, in its order, a batch at a time."""
-    while True:
-        batch = list(itertools.islice(order, BODY_BATCH))
-        if not batch:
-            return
+    for batch in batches(order):
         found = {row.id: row for row in (
             Calculation.select(Calculation.id, Calculation.body, Factor.name, Factor.source).join(Factor)
             .where(Calculation.id.in_([entry.id for entry in batch])).namedtuples())}
@@ -156,9 +168,8 @@ def _calculation_entries(customer_id: int, start: dt.date | None, end: dt.date |
     # the bodies are then read a batch at a time.
     # The voided are left out by their ids (calculation_customer_voided holds them), not by a condition
     # that would read every row the index orders.
-    period = _in_period(Calculation, customer_id, start, end, counted=False)
-    voided = {calculation_id for (calculation_id,) in Calculation.select(Calculation.id)
-              .where(period & Calculation.voided_at.is_null(False)).tuples()}
+    period = in_period(Calculation, customer_id, start, end, counted=False)
+    voided = voided_ids(Calculation, customer_id, start, end)
     order = (Calculation.select(Calculation.id, Calculation.activity_date, Calculation.created_at)
              .where(period).order_by(Calculation.activity_date, Calculation.created_at, Calculation.id)
              .namedtuples())
@@ -175,21 +186,20 @@ def _hub_entries(customer_id: int, start: dt.date | None, end: dt.date | None) -
     # read by id, and the order is made here, so no statement sorts the customer's history.
     keys = list(ShipmentHub.select(ShipmentHub.id, ShipmentHub.activity_date, ShipmentHub.shipment,
                                    ShipmentHub.element_index)
-                .where(_in_period(ShipmentHub, customer_id, start, end)).namedtuples().iterator())
+                .where(in_period(ShipmentHub, customer_id, start, end)).namedtuples().iterator())
     created: dict[str, dt.datetime] = {}
     shipment_ids = sorted({key.shipment for key in keys})
-    for offset in range(0, len(shipment_ids), BODY_BATCH):
-        created.update(Shipment.select(Shipment.id, Shipment.created_at)
-                       .where(Shipment.id.in_(shipment_ids[offset:offset + BODY_BATCH])).tuples())
+    for batch in batches(shipment_ids):
+        created.update(Shipment.select(Shipment.id, Shipment.created_at).where(Shipment.id.in_(batch)).tuples())
     ordered = sorted(keys, key=lambda key: (key.activity_date, created[key.shipment], key.shipment,
                                             key.element_index))
-    hubs = (row for offset in range(0, len(ordered), BODY_BATCH) for row in sorted(
+    hubs = (row for batch in batches(ordered) for row in sorted(
         (ShipmentHub.select(ShipmentHub.activity_date, Shipment.created_at, Shipment.id,
                             Shipment.external_reference, Shipment.body, ShipmentHub.element_index,
                             ShipmentHub.business_context, Factor.name, Factor.source)
          .join(Shipment, on=(ShipmentHub.shipment == Shipment.id))
          .switch(ShipmentHub).join(Factor, on=(ShipmentHub.factor == Factor.id))
-         .where(ShipmentHub.id.in_([key.id for key in ordered[offset:offset + BODY_BATCH]])).namedtuples()),
+         .where(ShipmentHub.id.in_([key.id for key in batch])).namedtuples()),
         key=lambda hub: (hub.activity_date, hub.created_at, hub.id, hub.element_index)))
     for day, created_at, shipment_id, external_reference, body, index, context, factor_name, factor_source in hubs:
         # The numbers come from the stored Shipment, written as the legs' calculations are.

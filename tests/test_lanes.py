@@ -7,6 +7,7 @@ import pytest
 
 from emissions import jsoncodec
 from emissions import lanes as lanes_module
+from emissions import statements
 from emissions import workspace
 from emissions.workspace import session as workspace_session
 from conftest import TERMINAL, logistics_body, make_customer, make_key, post_calculation, workspace_of
@@ -92,7 +93,7 @@ def test_a_record_voided_after_the_voided_ids_were_read_is_left_out_by_its_body(
     shipped, singles = recorded
     void(client, acme, "shipments", shipped[1]["id"], "void-ship")
     void(client, acme, "calculations", singles[0]["id"], "void-single")
-    monkeypatch.setattr(lanes_module, "_voided", lambda *args: set())
+    monkeypatch.setattr(statements, "voided_ids", lambda *args: set())
     assert shipped[1]["id"] not in [body["id"] for body in lanes_module._shipment_bodies(acme.customer.id, None, None)]
     assert sorted(body["id"] for body in lanes_module._single_bodies(acme.customer.id, None, None, set())) == sorted(
         single["id"] for single in singles[1:])
@@ -185,7 +186,7 @@ def test_ties_are_ordered_by_the_lanes_key(client, acme):
 def test_the_lanes_are_the_same_read_one_body_at_a_time(client, acme, recorded, monkeypatch):
     """Batches cut between a shipment's legs and between shipments change nothing."""
     whole = lanes(client, acme, "")
-    monkeypatch.setattr(lanes_module, "BATCH", 1)
+    monkeypatch.setattr(statements, "BODY_BATCH", 1)
     assert lanes(client, acme, "") == whole
 
 
