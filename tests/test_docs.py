@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import FAKETIME_SHIM, free_port, output_until_serving
+from conftest import free_port, output_until_serving
+from helpers import clean_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -212,12 +213,8 @@ def sandbox(tmp_path):
             shutil.copy2(source, checkout / name)
     install, _ = shell_blocks("Two commands")
     port = free_port()
-    environment = {key: value for key, value in os.environ.items()
-                   if key not in ("DATABASE_URL", "PYTHONPATH", "VIRTUAL_ENV")}
-    if "FAKETIME" in os.environ:  # a year ahead (.ci/run): the installed service loads the sleep shim too
-        environment["PYTHONPATH"] = str(FAKETIME_SHIM)
     # As `pip install --no-compile`: the tour compiles what it imports, not every module pip installs.
-    environment["PIP_COMPILE"] = "false"
+    environment = clean_environment(PIP_COMPILE="false")
     process = subprocess.Popen(["bash", "-c", f"{install} --port {port}"], cwd=checkout, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
