@@ -61,9 +61,10 @@ class RateLimiter:
                            f"second{'' if wait == 1 else 's'}.", retry_after=wait)
 
 
-def period_of(moment: dt.datetime) -> str:
-    """The billing period of a UTC moment: its calendar month, "2026-11"."""
-    return f"{moment.year:04d}-{moment.month:02d}"  # strftime's "%Y-%m" without parsing a format
+def period_of(moment: dt.date) -> str:
+    """The calendar month of a date or UTC moment, "2026-11": a billing period, or an activity month.
+    Four digits for every year (strftime writes 999 as "999"), without parsing a format."""
+    return f"{moment.year:04d}-{moment.month:02d}"
 
 
 def current_period() -> str:

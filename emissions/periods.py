@@ -13,17 +13,13 @@ from functools import lru_cache
 
 from . import analytics
 from . import jsoncodec
+from . import limits
 from . import rollups
 from . import sql
 from .models import customer_view
 
 EARLIEST, LATEST = dt.date(1, 1, 1), dt.date(9999, 12, 31)
 NO_DAYS = (LATEST, EARLIEST)  # a range no date is in
-
-
-def month_key(day: dt.date) -> str:
-    """The month a date is in, "YYYY-MM" with four digits for every year (strftime writes 999 as "999")."""
-    return f"{day.year:04d}-{day.month:02d}"
 
 
 def next_month(day: dt.date) -> dt.date | None:
@@ -124,7 +120,7 @@ def by_month(environment: str, rows: list[rollups.PeriodRow]) -> list[dict]:
     """Per activity month with data, in month order: count, activity and emissions with their breakdown."""
     months: dict[str, list] = {}
     for row in rows:
-        months.setdefault(month_key(row.activity_date), []).append(row)
+        months.setdefault(limits.period_of(row.activity_date), []).append(row)
     answer = []
     for month in sorted(months):
         totals = analytics.summarize(environment, months[month])

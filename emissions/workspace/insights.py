@@ -124,14 +124,14 @@ def months_by_activity(first: dt.date | None, last: dt.date | None, rows: list) 
     found: dict[str, list] = {}
     for day, mode, calculations, kg in rows:
         if (first is None or day >= first) and (last is None or day <= last):
-            numbers = found.setdefault(periods.month_key(day), [0, ZERO])
+            numbers = found.setdefault(limits.period_of(day), [0, ZERO])
             numbers[0] += 0 if mode == HUB else calculations
             numbers[1] = EXACT_SUM.add(numbers[1], kg)
     months = sorted(found)
     if first and last and (last.year - first.year) * 12 + last.month - first.month < 24:
         months, month = [], first.replace(day=1)
         while month is not None and month <= last:
-            months.append(periods.month_key(month))
+            months.append(limits.period_of(month))
             month = periods.next_month(month)
     return [{"month": month, "count": found.get(month, [0])[0], "kg": found.get(month, [0, ZERO])[1]}
             for month in months]
