@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -441,10 +442,22 @@ class LiveServer:
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on (for a server a test starts)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port nothing is bound to, for a server a test starts in another process.
+
+    Taken below the kernel's ephemeral range: a port the kernel hands out for `bind(port 0)` (the
+    webhook receivers) or an outgoing connection is never one a test server is about to bind, and
+    a server binding with SO_REUSEADDR cannot land on a receiver that is bound but not listening.
+    """
+    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
+    for port in random.sample(range(max(1024, low - 12000), low), 200):
+        with socket.socket() as probe:  # no SO_REUSEADDR: the bind fails if anything holds the port
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def cli_json(*argv) -> dict:

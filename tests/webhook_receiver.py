@@ -76,6 +76,17 @@ class Received:
         return self.headers["X-Service-Webhook-Id"]
 
 
+class _ExclusiveServer(ThreadingHTTPServer):
+    """An HTTP server whose port is its own while it is bound, listening or not.
+
+    HTTPServer sets SO_REUSEADDR, and on Linux two such sockets may be bound to one port as long as
+    neither listens: the kernel may hand a not-yet-listening Receiver's port to another test's
+    server, which then answers the deliveries meant to find a receiver down.
+    """
+
+    allow_reuse_address = False
+
+
 class Receiver:
     """Records every POST; answers the scripted statuses in turn, then 200.
 
@@ -95,7 +106,7 @@ class Receiver:
         self.trickle_seconds = trickle_seconds
         self.received: list[Received] = []
         self.arrived = threading.Condition()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
+        self.server = _ExclusiveServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
         self.server.daemon_threads = True
         self.server.server_bind()
         scheme = "http"
